@@ -1,0 +1,48 @@
+"""Small helpers shared across layers."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+
+def resolve_callable(spec: str | Callable[..., Any], what: str = "callable") -> Callable[..., Any]:
+    """Return ``spec`` if it is callable, else import it from a ``"module:function"`` (or ``"module.function"``) string.
+
+    Resolve once at construction time and keep the result; never resolve on a hot path.
+    """
+    if callable(spec):
+        return spec
+    if not isinstance(spec, str) or not spec:
+        raise TypeError(f"{what}: expected a callable or a 'module:function' string, got {spec!r}")
+    if ":" in spec:
+        module_name, _, attr_path = spec.partition(":")
+    else:
+        module_name, _, attr_path = spec.rpartition(".")
+    if not module_name or not attr_path:
+        raise ValueError(f"{what}: cannot parse {spec!r}; write it as 'package.module:function'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ImportError(f"{what}: cannot import module {module_name!r} from {spec!r}: {exc}") from exc
+    for part in attr_path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            raise AttributeError(
+                f"{what}: module {module_name!r} has no attribute {attr_path!r} (from {spec!r})"
+            ) from exc
+    if not callable(obj):
+        raise TypeError(f"{what}: {spec!r} resolved to a non-callable {type(obj).__name__}")
+    return obj
+
+
+def accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` can be called with keyword argument ``name`` (explicitly or through ``**kwargs``)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)

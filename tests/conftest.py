@@ -1,0 +1,17 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The shared real-data folder (``MIMIC_RL_DATA``, default ``../shared/data`` beside the repository)."""
+    root = Path(__file__).resolve().parents[1]
+    path = Path(os.environ.get("MIMIC_RL_DATA", root.parent / "shared" / "data"))
+    if not path.is_dir():
+        pytest.skip(f"shared data folder {path} not found; set MIMIC_RL_DATA")
+    return path
