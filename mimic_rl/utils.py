@@ -46,3 +46,26 @@ def accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
     except (TypeError, ValueError):
         return False
     return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def check_kwargs(
+    fns: Callable[..., Any] | tuple[Callable[..., Any], ...],
+    kwargs: dict[str, Any],
+    where: str,
+    reserved: tuple[str, ...] = (),
+) -> None:
+    """Raise ``ValueError`` naming any key of ``kwargs`` that none of ``fns`` names (or that the caller sets itself).
+
+    Pass a class's ``__init__`` together with the ``__init__`` its ``**kwargs`` are forwarded to.
+    """
+    fns = fns if isinstance(fns, tuple) else (fns,)
+    allowed: set[str] = set()
+    for fn in fns:
+        params = inspect.signature(fn).parameters
+        allowed |= {n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    allowed -= {"self", *reserved}
+    for key in kwargs:
+        if key in reserved:
+            raise ValueError(f"{where}: {key!r} is set by the builder and must not appear in the config")
+        if key not in allowed:
+            raise ValueError(f"{where}: unknown key {key!r}; allowed keys are {sorted(allowed)}")

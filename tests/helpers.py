@@ -69,3 +69,26 @@ def make_storage(training_type: str = "rl", T: int = 6, N: int = 5, **kwargs) ->
     }
     args.update(kwargs)
     return RolloutStorageMM(training_type, N, T, **args)
+
+
+def rollout(alg, env, obs, steps: int):
+    """Collect ``steps`` steps with ``alg`` under inference mode and compute returns; returns (obs, logs)."""
+    logs = []
+    with torch.inference_mode():
+        for _ in range(steps):
+            actions = alg.act(obs)
+            obs, rewards, dones, extras = env.step(actions)
+            alg.process_env_step(obs, rewards, dones, extras)
+            logs.append(extras["log"])
+        alg.compute_returns(obs)
+    return obs, logs
+
+
+def toy_cfg(**algorithm) -> dict:
+    """A small MMPPO config for the point-mass toy."""
+    return {
+        "algorithm": {"learning_rate": 1e-3, "entropy_coef": 0.0, **algorithm},
+        "actor": {"hidden_dims": [64, 64], "init_noise_std": 0.5},
+        "critic": {"hidden_dims": [64, 64]},
+        "num_steps_per_env": 24,
+    }

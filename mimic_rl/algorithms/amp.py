@@ -1,0 +1,228 @@
+"""Adversarial motion priors: a discriminator over (s_prev, s) feature pairs and the style reward it gives.
+
+Losses: ``"bce"`` (logits, optional label smoothing), ``"lsgan"`` (targets +1 expert / -1 policy) or ``"wgan"``. An R1
+gradient penalty is taken on **expert** pairs only. Features are normalized by a running normalizer that is updated
+once per iteration. The discriminator has its own optimizer with weight decay on the output layer. Invalid pairs
+(crossing a reset, or without a reference) are masked out of every term.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from mimic_rl.models.mlp import MLP
+from mimic_rl.models.normalization import EmpiricalNormalizer
+from mimic_rl.utils import resolve_callable
+
+__all__ = ["AMP", "Discriminator", "masked_mean"]
+
+_LOSSES = ("bce", "lsgan", "wgan")
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Mean of ``x`` over entries where ``mask`` is True (0 if none)."""
+    if mask is None:
+        return x.mean()
+    w = mask.to(x.dtype)
+    return (x * w).sum() / w.sum().clamp(min=1.0)
+
+
+class Discriminator(nn.Module):
+    """``D(s_prev, s)``: an MLP over the concatenated, normalized feature pair, one logit per pair."""
+
+    def __init__(self, num_features: int, hidden_dims: Sequence[int] = (256, 128), activation: str = "relu") -> None:
+        super().__init__()
+        self.num_features = int(num_features)
+        self.normalizer = EmpiricalNormalizer(num_features)
+        self.net = MLP(2 * num_features, 1, hidden_dims, activation)
+
+    def normalize(self, prev: torch.Tensor, cur: torch.Tensor) -> torch.Tensor:
+        """Normalized pair input ``[..., 2F]``."""
+        return torch.cat((self.normalizer(prev), self.normalizer(cur)), dim=-1)
+
+    def forward(self, pair_input: torch.Tensor) -> torch.Tensor:
+        """Logit ``[...]`` for a normalized pair input."""
+        return self.net(pair_input).squeeze(-1)
+
+
+class AMP:
+    """Discriminator, its optimizer, an optional replay buffer of policy pairs, and the style reward.
+
+    ``task_weight * r_task + style_weight * r_style`` is what the algorithm stores as the reward.
+    """
+
+    def __init__(
+        self,
+        num_features: int,
+        hidden_dims: Sequence[int] = (256, 128),
+        activation: str = "relu",
+        loss_type: str = "lsgan",
+        label_smoothing: float = 0.0,
+        gradient_penalty_coef: float = 5.0,
+        learning_rate: float = 1e-4,
+        output_weight_decay: float = 1e-4,
+        weight_decay: float = 0.0,
+        pretrain_steps: int = 0,
+        update_interval: int = 1,
+        batch_size: int | None = 2048,
+        replay_buffer_size: int = 0,
+        task_weight: float = 1.0,
+        style_weight: float = 1.0,
+        style_reward_scale: float = 1.0,
+        amp_obs_extractor: str | Callable | None = None,
+        amp_ref_obs_extractor: str | Callable | None = None,
+        expert_sampler: str | Callable | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        if loss_type not in _LOSSES:
+            raise ValueError(f"amp_cfg['loss_type'] must be one of {_LOSSES}, got {loss_type!r}")
+        if update_interval < 1 or pretrain_steps < 0 or replay_buffer_size < 0:
+            raise ValueError("amp_cfg: need update_interval >= 1, pretrain_steps >= 0, replay_buffer_size >= 0")
+        self.device = torch.device(device)
+        self.discriminator = Discriminator(num_features, hidden_dims, activation).to(self.device)
+        self.loss_type = loss_type
+        self.label_smoothing = float(label_smoothing)
+        self.gradient_penalty_coef = float(gradient_penalty_coef)
+        self.pretrain_steps = int(pretrain_steps)
+        self.update_interval = int(update_interval)
+        self.batch_size = None if batch_size is None else int(batch_size)
+        """Pairs per discriminator step: larger mini-batches are subsampled (as IsaacGymEnvs' amp_batch_size)."""
+        self.task_weight = float(task_weight)
+        self.style_weight = float(style_weight)
+        self.style_reward_scale = float(style_reward_scale)
+        self.expert_sampler = resolve_callable(expert_sampler, "amp_cfg['expert_sampler']") if expert_sampler else None
+        # The storage resolves these (once) for its pairs; kept here for the collection-time features.
+        self.obs_extractor = resolve_callable(amp_obs_extractor, "amp_obs_extractor") if amp_obs_extractor else None
+        self.ref_extractor = amp_ref_obs_extractor
+        out = self.discriminator.net.last
+        trunk = [
+            p
+            for n, p in self.discriminator.net.named_parameters()
+            if not n.startswith(f"{len(self.discriminator.net) - 1}.")
+        ]
+        self.optimizer = torch.optim.Adam(
+            [
+                {"params": trunk, "weight_decay": weight_decay},
+                {"params": list(out.parameters()), "weight_decay": output_weight_decay},
+            ],
+            lr=learning_rate,
+        )
+        self.replay_size = int(replay_buffer_size)
+        self._replay = torch.zeros(self.replay_size, 2, num_features, device=self.device)
+        self._replay_count = 0
+        self._replay_next = 0
+        self.num_steps = 0
+
+    # ------------------------------------------------------------------ reward
+    @torch.no_grad()
+    def style_reward(self, prev: torch.Tensor, cur: torch.Tensor) -> torch.Tensor:
+        """Style reward ``[N]`` of policy pairs (higher when the pair looks like the expert's)."""
+        d = self.discriminator(self.discriminator.normalize(prev, cur))
+        if self.loss_type == "bce":
+            reward = -torch.log(torch.clamp(1.0 - torch.sigmoid(d), min=1e-4))
+        elif self.loss_type == "lsgan":
+            reward = torch.clamp(1.0 - 0.25 * (d - 1.0).square(), min=0.0)
+        else:
+            reward = d
+        return self.style_reward_scale * reward
+
+    def mix(self, task_reward: torch.Tensor, style_reward: torch.Tensor) -> torch.Tensor:
+        """``task_weight * r_task + style_weight * r_style``."""
+        return self.task_weight * task_reward + self.style_weight * style_reward
+
+    # ------------------------------------------------------------------ training
+    def losses(
+        self,
+        policy_prev: torch.Tensor,
+        policy_cur: torch.Tensor,
+        policy_valid: torch.Tensor | None,
+        expert_prev: torch.Tensor,
+        expert_cur: torch.Tensor,
+        expert_valid: torch.Tensor | None,
+    ) -> dict[str, torch.Tensor]:
+        """Discriminator loss terms and accuracies (tensors) for one batch of policy and expert pairs."""
+        disc = self.discriminator
+        policy_in = disc.normalize(policy_prev, policy_cur).detach()
+        expert_in = disc.normalize(expert_prev, expert_cur).detach().requires_grad_(True)
+        logits = disc(torch.cat((policy_in, expert_in)))  # one pass over both sets
+        d_policy, d_expert = logits[: policy_in.shape[0]], logits[policy_in.shape[0] :]
+        if self.loss_type == "bce":
+            s = self.label_smoothing
+            loss_expert = F.binary_cross_entropy_with_logits(
+                d_expert, torch.full_like(d_expert, 1.0 - s), reduction="none"
+            )
+            loss_policy = F.binary_cross_entropy_with_logits(d_policy, torch.full_like(d_policy, s), reduction="none")
+            loss = 0.5 * (masked_mean(loss_expert, expert_valid) + masked_mean(loss_policy, policy_valid))
+        elif self.loss_type == "lsgan":
+            loss = 0.5 * (
+                masked_mean((d_expert - 1.0).square(), expert_valid)
+                + masked_mean((d_policy + 1.0).square(), policy_valid)
+            )
+        else:
+            loss = masked_mean(d_policy, policy_valid) - masked_mean(d_expert, expert_valid)
+        grad = torch.autograd.grad(d_expert.sum(), expert_in, create_graph=True)[0]
+        penalty = masked_mean(grad.square().sum(-1), expert_valid)
+        return {
+            "amp_loss": loss,
+            "amp_grad_penalty": penalty,
+            "amp_total": loss + self.gradient_penalty_coef * penalty,
+            "amp_policy_accuracy": masked_mean((d_policy < 0).to(d_policy.dtype), policy_valid).detach(),
+            "amp_expert_accuracy": masked_mean((d_expert > 0).to(d_expert.dtype), expert_valid).detach(),
+        }
+
+    def sample_expert(self, num: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Expert pairs from ``expert_sampler(num)`` (for tasks without reference observations)."""
+        if self.expert_sampler is None:
+            raise RuntimeError("AMP has no expert pairs: give the storage reference pairs or amp_cfg['expert_sampler']")
+        prev, cur = self.expert_sampler(num)
+        return prev.to(self.device), cur.to(self.device)
+
+    def with_replay(
+        self, prev: torch.Tensor, cur: torch.Tensor, valid: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Append as many replayed policy pairs as the batch holds (once the buffer has any)."""
+        if self.replay_size == 0 or self._replay_count == 0:
+            return prev, cur, valid
+        n = prev.shape[0]
+        idx = torch.randint(0, self._replay_count, (n,), device=self.device)
+        old = self._replay[idx]
+        ones = torch.ones(n, dtype=torch.bool, device=self.device)
+        valid = None if valid is None else torch.cat((valid, ones))
+        return torch.cat((prev, old[:, 0])), torch.cat((cur, old[:, 1])), valid
+
+    @torch.no_grad()
+    def push_replay(self, prev: torch.Tensor, cur: torch.Tensor, valid: torch.Tensor | None) -> None:
+        """Insert valid policy pairs into the circular replay buffer."""
+        if self.replay_size == 0:
+            return
+        if valid is not None:
+            prev, cur = prev[valid], cur[valid]
+        pairs = torch.stack((prev, cur), dim=1)[-self.replay_size :]
+        n = pairs.shape[0]
+        idx = (self._replay_next + torch.arange(n, device=self.device)) % self.replay_size
+        self._replay[idx] = pairs
+        self._replay_next = (self._replay_next + n) % self.replay_size
+        self._replay_count = min(self.replay_size, self._replay_count + n)
+
+    def update_normalization(self, features: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        """Merge raw features (policy and expert states) into the feature normalizer."""
+        self.discriminator.normalizer.update(features, mask)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Discriminator, optimizer and step counter."""
+        return {
+            "discriminator": self.discriminator.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "num_steps": self.num_steps,
+        }
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        """Inverse of ``state_dict``."""
+        self.discriminator.load_state_dict(state["discriminator"], strict=strict)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.num_steps = int(state.get("num_steps", 0))

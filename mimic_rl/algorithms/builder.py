@@ -1,0 +1,105 @@
+"""Build MMPPO, its models and its storage from a config and an example observation TensorDict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from mimic_rl.models.actor_critic import Actor, Critic, ReferenceModel
+from mimic_rl.storage import RolloutStorageMM
+from mimic_rl.storage.amp_pairs import AmpPairExtractor
+from mimic_rl.utils import check_kwargs
+
+__all__ = ["build_mmppo", "observation_layout"]
+
+
+def _shape(obs: TensorDictBase, key: str) -> tuple[int, ...] | None:
+    return tuple(obs[key].shape[1:]) if key in obs.keys() else None
+
+
+def observation_layout(obs: TensorDictBase) -> dict[str, Any]:
+    """Per-env shapes of the contract groups an env provides (None where absent)."""
+    if "policy" not in obs.keys():
+        raise KeyError(f"observations need a 'policy' group; got groups {sorted(obs.keys())}")
+    ref = _shape(obs, "reference")
+    critic_ref = _shape(obs, "critic_reference") or ref
+    return {
+        "policy": _shape(obs, "policy"),
+        "reference": ref,
+        "critic": _shape(obs, "critic"),
+        "critic_reference": critic_ref if "critic_reference" in obs.keys() else None,
+        "critic_reference_or_actor": critic_ref,
+        "amp": _shape(obs, "amp"),
+        "rnd_state": _shape(obs, "rnd_state"),
+    }
+
+
+def _strip(cfg: dict[str, Any] | None, where: str, expected: str) -> dict[str, Any]:
+    cfg = dict(cfg or {})
+    name = cfg.pop("class_name", expected)
+    if name != expected:
+        raise ValueError(f"{where}: class_name {name!r} is not supported here (expected {expected!r})")
+    return cfg
+
+
+def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str | torch.device):
+    """Actor and critic sized from ``obs``, a ``RolloutStorageMM`` with the needed buffers, and MMPPO.
+
+    ``cfg`` keys: ``algorithm`` (MMPPO arguments), ``actor`` / ``critic`` (model arguments), ``num_steps_per_env``,
+    optional ``multi_gpu``. Unknown keys are errors that name the key.
+    """
+    from mimic_rl.algorithms.ppo import MMPPO
+
+    layout = observation_layout(obs)
+    alg_cfg = _strip(cfg.get("algorithm"), "cfg['algorithm']", "MMPPO")
+    actor_cfg = _strip(cfg.get("actor"), "cfg['actor']", "Actor")
+    critic_cfg = _strip(cfg.get("critic"), "cfg['critic']", "Critic")
+    model_init = ReferenceModel.__init__
+    check_kwargs(
+        (Actor.__init__, model_init), actor_cfg, "cfg['actor']", ("obs_dim", "num_actions", "ref_shape", "output_dim")
+    )
+    check_kwargs((Critic.__init__, model_init), critic_cfg, "cfg['critic']", ("obs_dim", "ref_shape", "output_dim"))
+    check_kwargs(MMPPO.__init__, alg_cfg, "cfg['algorithm']", ("actor", "critic", "storage", "device", "multi_gpu_cfg"))
+    num_actions = int(env.num_actions)
+    policy_dim = layout["policy"][-1]
+    actor = Actor(policy_dim, num_actions, layout["reference"], **actor_cfg)
+    critic_dim = (layout["critic"] or layout["policy"])[-1]
+    critic = Critic(critic_dim, layout["critic_reference_or_actor"], **critic_cfg)
+
+    amp_cfg = alg_cfg.get("amp_cfg")
+    storage_amp = None
+    obs_groups = {"policy": layout["policy"]}
+    if amp_cfg:
+        amp_cfg = dict(amp_cfg)
+        if layout["amp"] is not None:
+            obs_groups["amp"] = layout["amp"]
+        storage_amp = {k: amp_cfg[k] for k in ("amp_obs_extractor", "amp_ref_obs_extractor") if k in amp_cfg}
+        storage_amp["_env"] = env
+        if "num_features" not in amp_cfg:
+            extractor = AmpPairExtractor(storage_amp).obs_fn
+            amp_cfg["num_features"] = int(extractor(obs.select(*obs_groups.keys())).shape[-1])
+        alg_cfg["amp_cfg"] = amp_cfg
+    rnd_cfg = alg_cfg.get("rnd_cfg")
+    rnd_shape = None
+    if rnd_cfg:
+        rnd_shape = layout["rnd_state"] or layout["policy"]
+        rnd_cfg = dict(rnd_cfg)
+        rnd_cfg.setdefault("num_states", rnd_shape[-1])
+        alg_cfg["rnd_cfg"] = rnd_cfg
+    storage = RolloutStorageMM(
+        "rl",
+        int(env.num_envs),
+        int(cfg.get("num_steps_per_env", 24)),
+        obs_groups,
+        layout["reference"] or (None,),
+        layout["critic"] or (None,),
+        layout["critic_reference"] or (None,),
+        (num_actions,),
+        apply_dagger_actions=alg_cfg.get("dagger_cfg") is not None,
+        rnd_state_shape=rnd_shape,
+        amp_cfg=storage_amp,
+        device=device,
+    )
+    return MMPPO(actor, critic, storage, device=device, multi_gpu_cfg=cfg.get("multi_gpu"), **alg_cfg)

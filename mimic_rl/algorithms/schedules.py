@@ -1,0 +1,68 @@
+"""Coefficient schedules over training iterations (RND weight, DAgger imitation coefficient, teacher probability)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Schedule"]
+
+_MODES = ("constant", "step", "linear", "exponential")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A value over iterations.
+
+    - ``constant``: ``initial``.
+    - ``step``: ``initial`` before iteration ``end``, ``final`` from then on.
+    - ``linear``: ``initial`` until ``start``, then linearly to ``final`` at ``end``, then ``final``.
+    - ``exponential``: ``initial * decay ** max(0, it - start)``, never past ``final``.
+    """
+
+    mode: str = "constant"
+    initial: float = 1.0
+    final: float = 0.0
+    start: int = 0
+    end: int = 0
+    decay: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in _MODES:
+            raise ValueError(f"schedule mode must be one of {_MODES}, got {self.mode!r}")
+        if self.mode == "linear" and self.end < self.start:
+            raise ValueError(f"linear schedule needs end >= start, got start={self.start}, end={self.end}")
+        if self.mode == "exponential" and not 0.0 < self.decay <= 1.0:
+            raise ValueError(f"exponential schedule needs 0 < decay <= 1, got {self.decay}")
+
+    @classmethod
+    def from_any(cls, spec: Any, name: str = "schedule") -> Schedule:
+        """A number (constant), a dict of the fields above, or a Schedule."""
+        if isinstance(spec, Schedule):
+            return spec
+        if isinstance(spec, int | float):
+            return cls("constant", float(spec))
+        if isinstance(spec, dict):
+            unknown = set(spec) - set(cls.__dataclass_fields__)
+            if unknown:
+                raise ValueError(
+                    f"{name}: unknown key(s) {sorted(unknown)}; allowed {sorted(cls.__dataclass_fields__)}"
+                )
+            return cls(**spec)
+        raise TypeError(f"{name}: expected a number, a dict or a Schedule, got {type(spec).__name__}")
+
+    def __call__(self, iteration: int) -> float:
+        """Value at ``iteration``."""
+        if self.mode == "constant":
+            return self.initial
+        if self.mode == "step":
+            return self.initial if iteration < self.end else self.final
+        if self.mode == "linear":
+            if iteration <= self.start:
+                return self.initial
+            if iteration >= self.end:
+                return self.final
+            frac = (iteration - self.start) / max(1, self.end - self.start)
+            return self.initial + frac * (self.final - self.initial)
+        value = self.initial * self.decay ** max(0, iteration - self.start)
+        return max(value, self.final) if self.initial >= self.final else min(value, self.final)

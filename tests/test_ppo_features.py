@@ -1,0 +1,183 @@
+"""MMPPO features: non-finite guard, strict configs, checkpoints, teachers, symmetry, encoders, sequence modes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import rollout, toy_cfg
+from tensordict import TensorDict
+
+from mimic_rl.algorithms import MMPPO, Symmetry
+from mimic_rl.envs import PointMassTrackingEnv
+
+
+def make(num_envs=16, seed=0, cfg=None, **algorithm):
+    torch.manual_seed(seed)
+    env = PointMassTrackingEnv(num_envs=num_envs, seed=seed)
+    obs = env.get_observations()
+    alg = MMPPO.construct_algorithm(obs, env, cfg or toy_cfg(**algorithm), "cpu")
+    return alg, env, obs
+
+
+def test_a_non_finite_mini_batch_is_skipped_and_counted():
+    alg, env, obs = make()
+    rollout(alg, env, obs, 24)
+    alg.storage.advantages[3, 2] = float("nan")  # one sample: one mini-batch per epoch goes bad
+    out = alg.update()
+    assert out["nonfinite_batches"] == alg.num_learning_epochs
+    assert all(torch.isfinite(p).all() for p in alg.actor.parameters())
+
+
+def test_consecutive_non_finite_batches_raise_naming_the_term():
+    alg, env, obs = make()
+    rollout(alg, env, obs, 24)
+    alg.storage.advantages.fill_(float("nan"))
+    with pytest.raises(FloatingPointError, match=r"3 consecutive mini-batches.*\['surrogate'\]"):
+        alg.update()
+
+
+@pytest.mark.parametrize(
+    "section,key",
+    [("algorithm", "learning_rat"), ("actor", "hidden_dim"), ("critic", "init_noise_std"), ("algorithm", "device")],
+)
+def test_unknown_or_reserved_config_keys_are_rejected(section, key):
+    cfg = toy_cfg()
+    cfg[section][key] = 1
+    with pytest.raises(ValueError, match=repr(key)):
+        make(cfg=cfg)
+
+
+def test_save_load_round_trip_restores_everything():
+    alg, env, obs = make(rnd_cfg={"weight": 0.1}, amp_cfg={
+        "amp_obs_extractor": "mimic_rl.envs.toy:amp_obs_extractor",
+        "amp_ref_obs_extractor": "mimic_rl.envs.toy:amp_reference_extractor"})  # fmt: skip
+    rollout(alg, env, obs, 24)
+    alg.update()
+    state = alg.save()
+    fresh, _, _ = make(seed=5, rnd_cfg={"weight": 0.1}, amp_cfg=alg.amp and {
+        "amp_obs_extractor": "mimic_rl.envs.toy:amp_obs_extractor",
+        "amp_ref_obs_extractor": "mimic_rl.envs.toy:amp_reference_extractor"})  # fmt: skip
+    assert fresh.load(state) is True
+    for a, b in ((alg.actor, fresh.actor), (alg.critic, fresh.critic), (alg.rnd, fresh.rnd)):
+        assert all(torch.equal(v, b.state_dict()[k]) for k, v in a.state_dict().items())
+    disc_a, disc_b = alg.amp.discriminator.state_dict(), fresh.amp.discriminator.state_dict()
+    assert all(torch.equal(v, disc_b[k]) for k, v in disc_a.items())
+    assert fresh.learning_rate == alg.learning_rate and fresh.iteration == alg.iteration == 1
+    assert fresh.optimizer.state_dict()["state"].keys() == alg.optimizer.state_dict()["state"].keys()
+    with pytest.raises(ValueError, match="unknown key"):
+        fresh.load(state, {"actor": True, "policy": True})
+    assert fresh.load(state, {"actor": True}) is False
+
+
+def test_dagger_teacher_from_this_package_checkpoint(tmp_path):
+    teacher_alg, env, obs = make()
+    path = tmp_path / "teacher.pt"
+    torch.save(teacher_alg.save(), path)
+    alg, env, obs = make(seed=2, dagger_cfg={"teacher": str(path), "coef": 0.5})
+    labels = alg.dagger.label(obs)
+    expected = teacher_alg.actor(obs["policy"], obs["reference"], obs["reference_mask"])
+    torch.testing.assert_close(labels, expected)
+    rollout(alg, env, obs, 24)
+    assert torch.equal(alg.storage.dagger_actions[0], labels)
+    assert "imitation" in alg.update()
+
+
+def test_dagger_teacher_from_an_rsl_rl_checkpoint(tmp_path):
+    from rsl_rl.models import MLPModel
+
+    env = PointMassTrackingEnv(num_envs=16, seed=0)
+    obs = env.get_observations()
+    groups = {"actor": ["policy", "critic"], "critic": ["critic"]}
+    dist = {"class_name": "rsl_rl.modules.distribution:GaussianDistribution", "init_std": 0.3}
+    teacher = MLPModel(obs, groups, "actor", 2, hidden_dims=[32, 16], obs_normalization=True, distribution_cfg=dist)
+    teacher.train()
+    teacher.update_normalization(TensorDict({k: obs[k] * 3 + 1 for k in ("policy", "critic")}, batch_size=[16]))
+    teacher.eval()
+    path = tmp_path / "model_100.pt"
+    torch.save({"actor_state_dict": teacher.state_dict(), "iter": 100}, path)
+    dagger = {"teacher": str(path), "teacher_obs_groups": ["policy", "critic"], "loss": "kl"}
+    alg, _, _ = make(dagger_cfg=dagger)
+    with torch.no_grad():
+        torch.testing.assert_close(alg.dagger.label(obs), teacher(obs))
+    torch.testing.assert_close(alg.dagger.teacher.std(), torch.full((2,), 0.3))
+    with pytest.raises(ValueError, match=r"layer mlp\.0\.weight expects input dim 9.*\['policy'\] give 4"):
+        make(dagger_cfg={**dagger, "teacher_obs_groups": ["policy"]})[0].dagger.label(obs)
+
+
+def test_symmetry_augmentation_doubles_the_batch_consistently():
+    mirror = lambda x: -x  # noqa: E731
+    sym = Symmetry(mirror_obs=mirror, mirror_actions=lambda a: a.flip(-1), mirror_reference=mirror,
+                   use_data_augmentation=True)  # fmt: skip
+    g = torch.Generator().manual_seed(0)
+    s = {k: torch.randn(5, 3, generator=g) for k in ("obs", "critic_obs", "actions", "old_mu", "dagger_actions")}
+    s.update({k: torch.randn(5, 1, generator=g) for k in ("advantages", "returns", "target_values", "old_log_prob")})
+    s["old_sigma"] = torch.rand(5, 3, generator=g)
+    s["ref"] = (torch.randn(5, 2, 4, generator=g), torch.tensor([True, False, True, True, False]))
+    s["critic_ref"] = None
+    out = sym.augment(s)
+    assert torch.equal(out["obs"], torch.cat((s["obs"], -s["obs"])))
+    assert torch.equal(out["actions"][5:], s["actions"].flip(-1))
+    assert torch.equal(out["old_sigma"][5:], s["old_sigma"].flip(-1))
+    assert torch.equal(out["advantages"], s["advantages"].repeat(2, 1))
+    assert torch.equal(out["ref"][0][5:], -s["ref"][0]) and torch.equal(out["ref"][1], s["ref"][1].repeat(2))
+
+
+def test_symmetric_training_with_mirror_loss_and_mirrored_amp_runs():
+    swap = lambda x: x.flip(-1)  # noqa: E731  (2-D point: swapping x and y is a symmetry of the task family)
+    sym = {"mirror_obs": lambda o: torch.cat((o[..., :2].flip(-1), o[..., 2:].flip(-1)), -1),
+           "mirror_actions": swap, "mirror_reference": lambda r: r.flip(-1), "mirror_amp": swap,
+           "use_data_augmentation": True, "use_mirror_loss": True, "mirror_loss_coeff": 0.1}  # fmt: skip
+    amp = {"amp_obs_extractor": "mimic_rl.envs.toy:amp_obs_extractor",
+           "amp_ref_obs_extractor": "mimic_rl.envs.toy:amp_reference_extractor"}  # fmt: skip
+    cfg = toy_cfg(symmetry_cfg=sym, amp_cfg=amp)
+    cfg["critic"]["obs_normalization"] = True
+    sym["mirror_critic_obs"] = lambda o: torch.cat((o[..., :2].flip(-1), o[..., 2:4].flip(-1), o[..., 4:]), -1)
+    alg, env, obs = make(cfg=cfg)
+    rollout(alg, env, obs, 24)
+    out = alg.update()
+    assert out["mirror"] > 0 and all(torch.isfinite(torch.tensor(v)) for v in out.values())
+
+
+@pytest.mark.parametrize(
+    "mode,max_len", [("trajectory", None), ("chunked", 8), ("fifty_percent_overlapping", 8), ("maximum", 4)]
+)
+def test_recurrent_update_with_every_sequence_mode(mode, max_len):
+    cfg = toy_cfg(sequence_mode=mode, max_seq_len=max_len, num_mini_batches=2, num_learning_epochs=1)
+    cfg["actor"].update(rnn_type="lstm", rnn_hidden_dim=16)
+    cfg["critic"].update(rnn_type="gru", rnn_hidden_dim=16)
+    alg, env, obs = make(cfg=cfg)
+    before = [p.clone() for p in alg.actor.parameters()]
+    rollout(alg, env, obs, 24)
+    out = alg.update()
+    assert out["nonfinite_batches"] == 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, alg.actor.parameters()))
+
+
+def test_transformer_reference_encoder_trains():
+    cfg = toy_cfg()
+    cfg["actor"]["reference_encoder"] = {"type": "transformer", "d_model": 32, "num_heads": 2, "num_layers": 1}
+    alg, env, obs = make(cfg=cfg)
+    rollout(alg, env, obs, 24)
+    assert alg.update()["nonfinite_batches"] == 0
+
+
+def test_rnd_weight_schedule_scales_the_intrinsic_reward():
+    alg, _, obs = make(rnd_cfg={"weight": {"mode": "linear", "initial": 1.0, "final": 0.0, "end": 10}})
+    states = obs["policy"]
+    r0 = alg.rnd.intrinsic_reward(states, 0)
+    torch.testing.assert_close(alg.rnd.intrinsic_reward(states, 5), 0.5 * r0)
+    assert torch.all(alg.rnd.intrinsic_reward(states, 10) == 0)
+
+
+def test_recurrent_update_with_amp_rnd_and_chunked_sequences():
+    amp = {"amp_obs_extractor": "mimic_rl.envs.toy:amp_obs_extractor",
+           "amp_ref_obs_extractor": "mimic_rl.envs.toy:amp_reference_extractor", "replay_buffer_size": 256}  # fmt: skip
+    cfg = toy_cfg(sequence_mode="chunked", max_seq_len=6, num_mini_batches=2, amp_cfg=amp, rnd_cfg={"weight": 0.1})
+    cfg["actor"].update(rnn_type="gru", rnn_hidden_dim=16)
+    cfg["critic"].update(rnn_type="gru", rnn_hidden_dim=16)
+    alg, env, obs = make(cfg=cfg)
+    for _ in range(2):
+        obs, _ = rollout(alg, env, obs, 24)
+        out = alg.update()
+    assert out["nonfinite_batches"] == 0 and 0 <= out["amp_policy_accuracy"] <= 1
+    assert alg.amp._replay_count == 256 and float(alg.amp.discriminator.normalizer.count) > 0
