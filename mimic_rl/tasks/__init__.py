@@ -1,0 +1,1 @@
+"""Task definitions (MDP cores) shared by every simulator backend; nothing here imports a simulator."""

@@ -1,0 +1,80 @@
+"""The motion-tracking MDP core in pure torch (BeyondMimic / mjlab formulation), shared by every backend.
+
+Backends adapt their simulator's body states to :class:`BodyState` tensors (world frame, quaternions wxyz) and call
+these functions; nothing here imports a simulator.
+"""
+
+from mimic_rl.tasks.tracking.amp_features import amp_feature_dim, amp_features
+from mimic_rl.tasks.tracking.metrics import (
+    TrackingMetrics,
+    end_effector_error,
+    joint_position_error,
+    joint_velocity_rms_error,
+    mpjpe,
+    root_relative_mpjpe,
+    tracking_metrics,
+)
+from mimic_rl.tasks.tracking.observations import (
+    body_pose_in_anchor_frame,
+    projected_gravity,
+    reference_observation,
+    reference_observation_dim,
+    relative_reference_body_poses,
+)
+from mimic_rl.tasks.tracking.rewards import (
+    TrackingRewardConfig,
+    action_rate_penalty,
+    anchor_orientation_reward,
+    anchor_position_reward,
+    body_angular_velocity_reward,
+    body_linear_velocity_reward,
+    joint_limit_penalty,
+    joint_position_reward,
+    joint_velocity_reward,
+    relative_body_orientation_reward,
+    relative_body_position_reward,
+    tracking_reward,
+)
+from mimic_rl.tasks.tracking.state import BodyState
+from mimic_rl.tasks.tracking.terminations import (
+    TerminationConfig,
+    anchor_height_termination,
+    anchor_tilt_termination,
+    end_effector_height_termination,
+    tracking_terminations,
+)
+
+__all__ = [
+    "BodyState",
+    "TerminationConfig",
+    "TrackingMetrics",
+    "TrackingRewardConfig",
+    "action_rate_penalty",
+    "amp_feature_dim",
+    "amp_features",
+    "anchor_height_termination",
+    "anchor_orientation_reward",
+    "anchor_position_reward",
+    "anchor_tilt_termination",
+    "body_angular_velocity_reward",
+    "body_linear_velocity_reward",
+    "body_pose_in_anchor_frame",
+    "end_effector_error",
+    "end_effector_height_termination",
+    "joint_limit_penalty",
+    "joint_position_error",
+    "joint_position_reward",
+    "joint_velocity_reward",
+    "joint_velocity_rms_error",
+    "mpjpe",
+    "projected_gravity",
+    "reference_observation",
+    "reference_observation_dim",
+    "relative_body_orientation_reward",
+    "relative_body_position_reward",
+    "relative_reference_body_poses",
+    "root_relative_mpjpe",
+    "tracking_metrics",
+    "tracking_reward",
+    "tracking_terminations",
+]
