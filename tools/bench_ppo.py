@@ -64,13 +64,28 @@ def build_ours(variant: str, num_envs: int, steps: int, device: str, args) -> MM
     if variant == "amp":
         amp_cfg = {"amp_obs_extractor": amp_policy_features, "amp_ref_obs_extractor": amp_reference_features}
     storage = RolloutStorageMM(
-        "rl", num_envs, steps, {"policy": (obs_dim,)}, ref_shape or (None,), (None,), (None,), (ACT,),
-        amp_cfg=amp_cfg, device=device,
-    )  # fmt: skip
+        "rl",
+        num_envs,
+        steps,
+        {"policy": (obs_dim,)},
+        ref_shape or (None,),
+        (None,),
+        (None,),
+        (ACT,),
+        amp_cfg=amp_cfg,
+        device=device,
+    )
     if amp_cfg:
         amp_cfg = {**amp_cfg, "num_features": REF}
-    return MMPPO(actor, critic, storage, num_learning_epochs=args.epochs, num_mini_batches=args.mini_batches,
-                 device=device, amp_cfg=amp_cfg)  # fmt: skip
+    return MMPPO(
+        actor,
+        critic,
+        storage,
+        num_learning_epochs=args.epochs,
+        num_mini_batches=args.mini_batches,
+        device=device,
+        amp_cfg=amp_cfg,
+    )
 
 
 def fill_ours(alg: MMPPO, data, variant: str) -> None:
@@ -108,8 +123,9 @@ def build_rsl(num_envs: int, steps: int, device: str, args):
     actor = MLPModel(example, groups, "actor", ACT, HIDDEN, obs_normalization=True, distribution_cfg=dist)
     critic = MLPModel(example, groups, "critic", 1, HIDDEN, obs_normalization=True)
     storage = RolloutStorage("rl", num_envs, steps, example.to(device), [ACT], device=device)
-    return PPO(actor, critic, storage, num_learning_epochs=args.epochs, num_mini_batches=args.mini_batches,
-               device=device)  # fmt: skip
+    return PPO(
+        actor, critic, storage, num_learning_epochs=args.epochs, num_mini_batches=args.mini_batches, device=device
+    )
 
 
 def fill_rsl(ppo, data) -> None:
@@ -171,13 +187,19 @@ def main() -> None:
             times["rsl_rl"].append(t)
     med = {k: statistics.median(v) for k, v in times.items()}
     best = {k: min(v) for k, v in times.items()}
-    labels = {"same": "mimic_rl, same network as rsl_rl", "encoder": "mimic_rl, reference encoder",
-              "amp": "mimic_rl, reference encoder + AMP", "rsl_rl": "rsl_rl PPO"}  # fmt: skip
+    labels = {
+        "same": "mimic_rl, same network as rsl_rl",
+        "encoder": "mimic_rl, reference encoder",
+        "amp": "mimic_rl, reference encoder + AMP",
+        "rsl_rl": "rsl_rl PPO",
+    }
     print(f"\nupdate() time over {args.repeats} interleaved repeats (ms)      median      best")
     for k in ("rsl_rl", "same", "encoder", "amp"):
         print(f"  {labels[k]:40s}{1e3 * med[k]:12.1f}{1e3 * best[k]:10.1f}")
-    for title, a, b, target in (("mimic_rl / rsl_rl (same network, AMP off)", "same", "rsl_rl", "<= 1.0"),
-                                ("AMP on / AMP off (reference encoder)", "amp", "encoder", "<= 1.25")):  # fmt: skip
+    for title, a, b, target in (
+        ("mimic_rl / rsl_rl (same network, AMP off)", "same", "rsl_rl", "<= 1.0"),
+        ("AMP on / AMP off (reference encoder)", "amp", "encoder", "<= 1.25"),
+    ):
         print(f"ratio {title:42s} median {med[a] / med[b]:.3f}  best {best[a] / best[b]:.3f}  (target {target})")
 
 

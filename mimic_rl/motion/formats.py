@@ -1,0 +1,320 @@
+"""Motion file formats, detected by content (never by file name alone).
+
+- ``mimic_rl`` npz: the BeyondMimic / mjlab keys plus ``joint_names`` and ``body_names`` (and ``loop_mode``).
+- ``beyondmimic`` npz: ``fps, joint_pos, joint_vel, body_pos_w, body_quat_w, body_lin_vel_w, body_ang_vel_w`` without
+  names; joint and body names come from the robot model (MuJoCo's order).
+- ``isaaclab_amp`` npz: Isaac Lab's ``humanoid_amp`` motions (``dof_names, body_names, dof_positions, ...``).
+- ``csv``: Unitree / LAFAN1 retargets, one row per frame: root position, root quaternion **xyzw**, joint angles.
+  Body states come from forward kinematics on the robot's MJCF; the file has no frame rate, so pass ``csv_fps``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mimic_rl.motion.clip import MotionClip, MotionFormatError, normalize_quaternions
+from mimic_rl.motion.kinematics import RobotKinematics
+from mimic_rl.rotations import quat_slerp
+
+__all__ = ["clip_from_root_and_joints", "detect_format", "load_motion", "resample", "save_motion"]
+
+BEYONDMIMIC_KEYS = ("fps", "joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
+ISAACLAB_KEYS = (
+    "fps",
+    "dof_names",
+    "body_names",
+    "dof_positions",
+    "dof_velocities",
+    "body_positions",
+    "body_rotations",
+    "body_linear_velocities",
+    "body_angular_velocities",
+)
+ZIP_MAGIC = b"PK\x03\x04"
+
+RobotLike = str | Path | RobotKinematics | None
+
+
+def _robot(robot: RobotLike) -> RobotKinematics | None:
+    if robot is None or isinstance(robot, RobotKinematics):
+        return robot
+    return RobotKinematics(robot)
+
+
+def detect_format(path: str | Path) -> str:
+    """``"mimic_rl"``, ``"beyondmimic"``, ``"isaaclab_amp"`` or ``"csv"``, from the file's content."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"motion file {path} not found")
+    sample = path.read_bytes()[:4096]
+    head = sample[:4]
+    if not head:
+        raise MotionFormatError(f"{path}: file: expected a motion (npz or csv), found an empty file")
+    if head == ZIP_MAGIC:
+        keys = set(_open_npz(path).files)
+        if set(ISAACLAB_KEYS) <= keys:
+            return "isaaclab_amp"
+        if set(BEYONDMIMIC_KEYS) <= keys:
+            return "mimic_rl" if {"joint_names", "body_names"} <= keys else "beyondmimic"
+        raise MotionFormatError(
+            f"{path}: keys: expected the BeyondMimic keys {list(BEYONDMIMIC_KEYS)} or Isaac Lab's "
+            f"{list(ISAACLAB_KEYS)}, found {sorted(keys)}"
+        )
+    try:
+        sample.decode("utf-8", errors="strict" if len(sample) < 4096 else "ignore")
+        binary = b"\x00" in sample
+    except UnicodeDecodeError:
+        binary = True
+    if binary:
+        raise MotionFormatError(f"{path}: file: expected an npz archive or a text CSV, found binary data")
+    return "csv"
+
+
+def _open_npz(path: Path) -> Any:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+        raise MotionFormatError(f"{path}: archive: expected a complete npz file, found a damaged one ({exc})") from exc
+
+
+def _array(npz: Any, key: str, path: Path) -> np.ndarray:
+    try:
+        return np.asarray(npz[key])
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+        raise MotionFormatError(f"{path}: {key}: expected a readable array, found a damaged entry ({exc})") from exc
+
+
+def _fps(value: np.ndarray, path: Path) -> float:
+    flat = np.asarray(value, dtype=np.float64).reshape(-1)
+    if flat.size != 1:
+        raise MotionFormatError(f"{path}: fps: expected one number, found an array of shape {np.shape(value)}")
+    return float(flat[0])
+
+
+def load_motion(
+    path: str | Path, robot: RobotLike = None, csv_fps: float | None = None, fps: float | None = None
+) -> MotionClip:
+    """Read a motion file (format detected by content) into a validated ``MotionClip``.
+
+    ``robot`` (an MJCF path or ``RobotKinematics``) is needed for CSV files and name-less BeyondMimic npz files, and
+    when given, the clip's joints must match the robot's (they are reordered to the robot's order). ``csv_fps`` is
+    the CSV's frame rate. ``fps`` resamples the result (lerp for positions and velocities, slerp for rotations).
+    """
+    path = Path(path)
+    kind = detect_format(path)
+    kin = _robot(robot)
+    if kind == "csv":
+        clip = _read_csv(path, kin, csv_fps)
+    else:
+        npz = _open_npz(path)
+        if kind == "isaaclab_amp":
+            clip = _read_isaaclab(npz, path)
+        else:
+            clip = _read_beyondmimic(npz, path, kin, named=kind == "mimic_rl")
+    clip.metadata.setdefault("format", kind)
+    clip.metadata["source"] = str(path)
+    clip.validate(str(path))
+    if kin is not None:
+        clip = match_robot(clip, kin, str(path))
+    if fps is not None:
+        clip = resample(clip, fps)
+    return clip
+
+
+def _read_isaaclab(npz: Any, path: Path) -> MotionClip:
+    a = {k: _array(npz, k, path) for k in ISAACLAB_KEYS}
+    return MotionClip(
+        fps=_fps(a["fps"], path),
+        joint_names=list(a["dof_names"]),
+        body_names=list(a["body_names"]),
+        joint_pos=a["dof_positions"],
+        joint_vel=a["dof_velocities"],
+        body_pos_w=a["body_positions"],
+        body_quat_w=a["body_rotations"],
+        body_lin_vel_w=a["body_linear_velocities"],
+        body_ang_vel_w=a["body_angular_velocities"],
+        metadata={"format": "isaaclab_amp"},
+    )
+
+
+def _read_beyondmimic(npz: Any, path: Path, kin: RobotKinematics | None, named: bool) -> MotionClip:
+    a = {k: _array(npz, k, path) for k in BEYONDMIMIC_KEYS}
+    if named:
+        joint_names = [str(n) for n in _array(npz, "joint_names", path)]
+        body_names = [str(n) for n in _array(npz, "body_names", path)]
+    elif kin is None:
+        raise MotionFormatError(
+            f"{path}: joint_names: expected names for a BeyondMimic/mjlab npz, found none; pass robot=<MJCF path> so "
+            "they can be taken from the robot model"
+        )
+    else:
+        joint_names, body_names = list(kin.joint_names), list(kin.body_names)
+        _check_count(path, "joint_pos", a["joint_pos"], 1, len(joint_names), "joints", kin)
+        _check_count(path, "body_pos_w", a["body_pos_w"], 1, len(body_names), "bodies", kin)
+    metadata = {"format": "mimic_rl" if named else "beyondmimic"}
+    if "loop_mode" in npz.files:
+        metadata["loop_mode"] = str(_array(npz, "loop_mode", path))
+    return MotionClip(
+        fps=_fps(a["fps"], path),
+        joint_names=joint_names,
+        body_names=body_names,
+        joint_pos=a["joint_pos"],
+        joint_vel=a["joint_vel"],
+        body_pos_w=a["body_pos_w"],
+        body_quat_w=a["body_quat_w"],
+        body_lin_vel_w=a["body_lin_vel_w"],
+        body_ang_vel_w=a["body_ang_vel_w"],
+        metadata=metadata,
+    )
+
+
+def _check_count(path: Path, fld: str, arr: np.ndarray, axis: int, n: int, what: str, kin: RobotKinematics) -> None:
+    if arr.ndim <= axis or arr.shape[axis] != n:
+        raise MotionFormatError(f"{path}: {fld}: expected {n} {what} (robot {kin.source}), found shape {arr.shape}")
+
+
+def _read_csv(path: Path, kin: RobotKinematics | None, csv_fps: float | None) -> MotionClip:
+    if kin is None:
+        raise MotionFormatError(f"{path}: body states: a CSV has none; pass robot=<MJCF path> to compute them by FK")
+    if csv_fps is None:
+        raise MotionFormatError(
+            f"{path}: fps: a CSV carries no frame rate; pass csv_fps (30 for LAFAN1 retargets, 60 for G1 Moves)"
+        )
+    text = path.read_text()
+    rows = [line for line in text.splitlines() if line.strip()]
+    columns = 7 + kin.num_joints
+    values = []
+    for i, line in enumerate(rows):
+        cells = line.split(",")
+        if len(cells) != columns:
+            raise MotionFormatError(
+                f"{path}: row {i + 1}: expected {columns} columns (root xyz, quaternion xyzw, {kin.num_joints} joints "
+                f"of {kin.source}), found {len(cells)}" + (" (truncated file?)" if i == len(rows) - 1 and i else "")
+            )
+        try:
+            values.append([float(c) for c in cells])
+        except ValueError:
+            raise MotionFormatError(f"{path}: row {i + 1}: expected numbers, found {line[:60]!r}") from None
+    data = np.asarray(values, dtype=np.float64).reshape(-1, columns)
+    if data.shape[0] < 2:
+        raise MotionFormatError(f"{path}: frames: expected at least 2 rows, found {data.shape[0]}")
+    bad = ~np.isfinite(data)
+    if bad.any():
+        r, c = (int(i) for i in np.argwhere(bad)[0])
+        raise MotionFormatError(f"{path}: row {r + 1}, column {c + 1}: expected a finite number, found {data[r, c]}")
+    quat = normalize_quaternions(data[:, [6, 3, 4, 5]], "root quaternion (columns 4-7, xyzw)", str(path))
+    return clip_from_root_and_joints(
+        kin, data[:, :3], quat.astype(np.float64), data[:, 7:], float(csv_fps), {"format": "csv"}
+    )
+
+
+def clip_from_root_and_joints(
+    kin: RobotKinematics,
+    root_pos: np.ndarray,
+    root_quat: np.ndarray,
+    joint_pos: np.ndarray,
+    fps: float,
+    metadata: dict[str, Any] | None = None,
+) -> MotionClip:
+    """A full clip (body states by FK, velocities by finite differences through the kinematic chain)."""
+    if not fps > 0:
+        raise MotionFormatError(f"fps: expected a positive frame rate, found {fps}")
+    root_quat = root_quat / np.linalg.norm(root_quat, axis=-1, keepdims=True)
+    body_pos, body_quat = kin.forward(root_pos, root_quat, joint_pos)
+    joint_vel, lin_vel, ang_vel = kin.velocities(root_pos, root_quat, joint_pos, fps)
+    return MotionClip(
+        fps=fps,
+        joint_names=list(kin.joint_names),
+        body_names=list(kin.body_names),
+        joint_pos=joint_pos,
+        joint_vel=joint_vel,
+        body_pos_w=body_pos,
+        body_quat_w=body_quat,
+        body_lin_vel_w=lin_vel,
+        body_ang_vel_w=ang_vel,
+        metadata=dict(metadata or {}),
+    )
+
+
+def match_robot(clip: MotionClip, kin: RobotKinematics, where: str) -> MotionClip:
+    """Check that the clip's joints are the robot's, and reorder its joint columns to the robot's order."""
+    names, expected = clip.joint_names, kin.joint_names
+    if names == expected:
+        return clip
+    missing = [n for n in expected if n not in names]
+    extra = [n for n in names if n not in expected]
+    if missing or extra:
+        raise MotionFormatError(
+            f"{where}: joint_names: expected the {len(expected)} joints of {kin.source}, found {len(names)}; "
+            f"missing {missing[:6]}, unexpected {extra[:6]}"
+        )
+    order = [names.index(n) for n in expected]
+    return clip.copy(joint_names=expected, joint_pos=clip.joint_pos[:, order], joint_vel=clip.joint_vel[:, order])
+
+
+def resample(clip: MotionClip, fps: float) -> MotionClip:
+    """The clip at a new frame rate: frames at k / fps for every k with k / fps <= duration (lerp, slerp)."""
+    if not fps > 0:
+        raise MotionFormatError(f"resample: fps: expected a positive frame rate, found {fps}")
+    n = int(np.floor(clip.duration * fps + 1e-6)) + 1
+    if n < 2:
+        raise MotionFormatError(f"resample: frames: {clip.duration:.3f} s at {fps} fps gives fewer than 2 frames")
+    x = np.arange(n, dtype=np.float64) * (clip.fps / fps)
+    i0 = np.clip(np.floor(x).astype(np.int64), 0, clip.num_frames - 1)
+    i1 = np.clip(i0 + 1, 0, clip.num_frames - 1)
+    a = (x - i0).astype(np.float64)
+
+    def lerp(arr: np.ndarray) -> np.ndarray:
+        w = a.reshape(-1, *([1] * (arr.ndim - 1)))
+        return (1.0 - w) * arr[i0] + w * arr[i1]
+
+    q0 = torch.from_numpy(clip.body_quat_w[i0].astype(np.float64))
+    q1 = torch.from_numpy(clip.body_quat_w[i1].astype(np.float64))
+    t = torch.from_numpy(a).reshape(-1, 1).expand(-1, clip.num_bodies)
+    quat = quat_slerp(q0, q1, t).numpy()
+    return clip.copy(
+        fps=float(fps),
+        joint_pos=lerp(clip.joint_pos),
+        joint_vel=lerp(clip.joint_vel),
+        body_pos_w=lerp(clip.body_pos_w),
+        body_quat_w=quat,
+        body_lin_vel_w=lerp(clip.body_lin_vel_w),
+        body_ang_vel_w=lerp(clip.body_ang_vel_w),
+    )
+
+
+def save_motion(clip: MotionClip, path: str | Path) -> Path:
+    """Write the clip as this package's npz (BeyondMimic keys + names + loop mode), atomically."""
+    clip.validate()
+    path = Path(path)
+    if path.suffix != ".npz":
+        path = path.with_suffix(".npz")
+    buffer = io.BytesIO()
+    np.savez(
+        buffer,
+        fps=np.array([clip.fps], dtype=np.float64),
+        joint_pos=clip.joint_pos,
+        joint_vel=clip.joint_vel,
+        body_pos_w=clip.body_pos_w,
+        body_quat_w=clip.body_quat_w,
+        body_lin_vel_w=clip.body_lin_vel_w,
+        body_ang_vel_w=clip.body_ang_vel_w,
+        joint_names=np.array(clip.joint_names),
+        body_names=np.array(clip.body_names),
+        loop_mode=np.array(clip.loop_mode),
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(buffer.getvalue())
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+    return path

@@ -1,0 +1,186 @@
+"""MotionLibrary: many clips concatenated on one device, sampled and interpolated for N envs at once.
+
+Times are in seconds from each clip's start. A clip spans ``[0, duration]`` with ``duration = (T - 1) / fps``; in
+``clamp`` mode times outside are clamped (the last frame is held), in ``wrap`` mode they wrap around (the last frame
+is taken to equal the first). States between frames are interpolated: lerp for positions and velocities, slerp for
+rotations; at a frame time the frame is returned exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+
+import torch
+
+from mimic_rl.motion.adaptive import AdaptiveSampler
+from mimic_rl.motion.clip import LOOP_MODES, MotionClip, MotionFormatError
+from mimic_rl.rotations import quat_slerp
+
+__all__ = ["SAMPLING_MODES", "MotionLibrary", "MotionState"]
+
+SAMPLING_MODES = ("start", "uniform", "adaptive")
+
+
+@dataclass
+class MotionState:
+    """Reference states, leading shape ``[N]`` or ``[N, K]``."""
+
+    joint_pos: torch.Tensor
+    joint_vel: torch.Tensor
+    body_pos_w: torch.Tensor
+    body_quat_w: torch.Tensor
+    body_lin_vel_w: torch.Tensor
+    body_ang_vel_w: torch.Tensor
+
+    def reshape(self, *lead: int) -> MotionState:
+        """Change the leading shape (the trailing per-joint / per-body shape is kept)."""
+        out = {}
+        for f in fields(self):
+            x = getattr(self, f.name)
+            trailing = 1 if f.name.startswith("joint") else 2
+            out[f.name] = x.reshape(*lead, *x.shape[x.dim() - trailing :])
+        return MotionState(**out)
+
+
+class MotionLibrary:
+    """Clips with identical joint and body names, concatenated; vectorized sampling and interpolation."""
+
+    def __init__(
+        self,
+        clips: Sequence[MotionClip],
+        device: str | torch.device = "cpu",
+        weights: Sequence[float] | None = None,
+        loop_mode: str | None = None,
+        bin_duration: float = 1.0,
+        adaptive_alpha: float = 0.001,
+        adaptive_uniform_ratio: float = 0.1,
+        adaptive_kernel_size: int = 3,
+        adaptive_kernel_decay: float = 0.8,
+    ) -> None:
+        if not clips:
+            raise ValueError("MotionLibrary needs at least one clip")
+        self.device = torch.device(device)
+        first = clips[0]
+        for clip in clips:
+            clip.validate()
+            where = clip.metadata.get("source", "<memory>")
+            if clip.joint_names != first.joint_names:
+                raise MotionFormatError(
+                    f"{where}: joint_names: expected {first.joint_names} (as the first clip), found {clip.joint_names}"
+                )
+            if clip.body_names != first.body_names:
+                raise MotionFormatError(
+                    f"{where}: body_names: expected {first.body_names} (as the first clip), found {clip.body_names}"
+                )
+        if loop_mode is not None and loop_mode not in LOOP_MODES:
+            raise ValueError(f"loop_mode must be one of {LOOP_MODES}, got {loop_mode!r}")
+        self.clips = list(clips)
+        self.joint_names = list(first.joint_names)
+        self.body_names = list(first.body_names)
+        dev = self.device
+
+        def cat(name: str) -> torch.Tensor:
+            return torch.cat([torch.from_numpy(getattr(c, name)) for c in clips]).to(dev)
+
+        self.joint_pos, self.joint_vel = cat("joint_pos"), cat("joint_vel")
+        self.body_pos_w, self.body_quat_w = cat("body_pos_w"), cat("body_quat_w")
+        self.body_lin_vel_w, self.body_ang_vel_w = cat("body_lin_vel_w"), cat("body_ang_vel_w")
+        frames = torch.tensor([c.num_frames for c in clips], dtype=torch.long)
+        self.clip_frames = frames.to(dev)
+        self.clip_start = (torch.cumsum(frames, 0) - frames).to(dev)
+        self.clip_fps = torch.tensor([c.fps for c in clips], dtype=torch.float64, device=dev)
+        self.clip_duration = ((frames.to(torch.float64).to(dev) - 1) / self.clip_fps).to(torch.float32)
+        modes = [loop_mode or c.loop_mode for c in clips]
+        self.clip_wrap = torch.tensor([m == "wrap" for m in modes], dtype=torch.bool, device=dev)
+        w = torch.ones(len(clips)) if weights is None else torch.as_tensor(weights, dtype=torch.float32)
+        if w.shape != (len(clips),) or not bool(torch.isfinite(w).all()) or bool((w < 0).any()) or float(w.sum()) <= 0:
+            raise ValueError(f"weights: expected {len(clips)} non-negative numbers with a positive sum, got {weights}")
+        self.clip_weights = w.to(dev)
+        self.adaptive = AdaptiveSampler(
+            self.clip_duration,
+            self.clip_weights,
+            bin_duration,
+            adaptive_alpha,
+            adaptive_uniform_ratio,
+            adaptive_kernel_size,
+            adaptive_kernel_decay,
+        )
+
+    @property
+    def num_clips(self) -> int:
+        """Number of clips."""
+        return len(self.clips)
+
+    # ------------------------------------------------------------------ sampling
+    def sample(
+        self, num: int, mode: str = "uniform", generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``num`` (clip ids, times in seconds), each ``[num]``; mode ``start`` (t = 0), ``uniform`` or ``adaptive``."""
+        if mode not in SAMPLING_MODES:
+            raise ValueError(f"sampling mode must be one of {SAMPLING_MODES}, got {mode!r}")
+        if mode == "adaptive":
+            return self.adaptive.sample(num, generator)
+        clip_ids = torch.multinomial(self.clip_weights, num, replacement=True, generator=generator)
+        if mode == "start":
+            return clip_ids, torch.zeros(num, device=self.device)
+        u = torch.rand(num, device=self.device, generator=generator)
+        return clip_ids, u * self.clip_duration[clip_ids]
+
+    def record_episode_ends(self, clip_ids: torch.Tensor, times: torch.Tensor, failed: torch.Tensor) -> None:
+        """Feed the adaptive sampler: the motion times at which episodes failed, then update its EMA."""
+        self.adaptive.record(clip_ids, times, failed)
+        self.adaptive.update()
+
+    # ------------------------------------------------------------------ interpolation
+    def _frames(self, clip_ids: torch.Tensor, times: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        duration = self.clip_duration[clip_ids].to(torch.float64)
+        eps = torch.finfo(times.dtype).eps if times.is_floating_point() else 0.0
+        t = times.to(torch.float64)
+        wrapped = torch.remainder(t, duration.clamp(min=1e-9))
+        t = torch.where(self.clip_wrap[clip_ids], wrapped, t.clamp(min=0.0).minimum(duration))
+        x = t * self.clip_fps[clip_ids]
+        nearest = torch.round(x)
+        # a frame time given in float32 is a few ulps off the frame: snap it, so that frames come back exactly
+        tolerance = (4.0 * eps * t.abs().clamp(min=1.0) * self.clip_fps[clip_ids]).clamp(min=1e-9)
+        x = torch.where((x - nearest).abs() <= tolerance, nearest, x)
+        last = self.clip_frames[clip_ids] - 1
+        f0 = torch.minimum(torch.floor(x).long(), last)
+        alpha = (x - f0.to(torch.float64)).to(torch.float32)
+        f1 = torch.minimum(f0 + 1, last)
+        start = self.clip_start[clip_ids]
+        return start + f0, start + f1, alpha
+
+    def state(self, clip_ids: torch.Tensor, times: torch.Tensor) -> MotionState:
+        """Interpolated reference state of each (clip, time) pair, leading shape ``[N]``."""
+        f0, f1, a = self._frames(clip_ids.reshape(-1), times.reshape(-1))
+
+        def lerp(x: torch.Tensor) -> torch.Tensor:
+            w = a.reshape(-1, *([1] * (x.dim() - 1)))
+            x0, x1 = x[f0], x[f1]
+            return torch.where(w == 0, x0, x0 + w * (x1 - x0))
+
+        q0, q1 = self.body_quat_w[f0], self.body_quat_w[f1]
+        qa = a.unsqueeze(-1).expand(-1, q0.shape[1])
+        quat = torch.where((qa == 0).unsqueeze(-1), q0, quat_slerp(q0, q1, qa))
+        state = MotionState(
+            joint_pos=lerp(self.joint_pos),
+            joint_vel=lerp(self.joint_vel),
+            body_pos_w=lerp(self.body_pos_w),
+            body_quat_w=quat,
+            body_lin_vel_w=lerp(self.body_lin_vel_w),
+            body_ang_vel_w=lerp(self.body_ang_vel_w),
+        )
+        return state.reshape(*clip_ids.shape)
+
+    def future_states(self, clip_ids: torch.Tensor, times: torch.Tensor, offsets: torch.Tensor) -> MotionState:
+        """States at ``times + offsets`` for K offsets (seconds), leading shape ``[N, K]``."""
+        offsets = torch.as_tensor(offsets, dtype=torch.float32, device=self.device).reshape(1, -1)
+        n, k = clip_ids.shape[0], offsets.shape[1]
+        ids = clip_ids.reshape(-1, 1).expand(n, k)
+        return self.state(ids, times.reshape(-1, 1) + offsets).reshape(n, k)
+
+    def frame_offsets(self, num_frames: int, stride: int = 1, fps: float | None = None) -> torch.Tensor:
+        """Offsets (seconds) of ``num_frames`` future frames, ``stride`` frames apart at ``fps`` (default: clip 0's)."""
+        fps = float(self.clip_fps[0]) if fps is None else fps
+        return torch.arange(num_frames, device=self.device, dtype=torch.float32) * (stride / fps)

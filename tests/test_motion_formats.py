@@ -1,0 +1,113 @@
+"""Motion formats against the real data: G1 CSV conversion reproduces the shipped npz; humanoid28 round-trips."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from mimic_rl.motion import MotionLibrary, RobotKinematics, detect_format, load_motion, resample, save_motion
+from mimic_rl.rotations import quat_angle_error
+
+G1_CLIPS = ["B_HandsUp", "B_Fence2", "J_ShortDance16_JazzWalk"]
+H28_CLIPS = ["humanoid_walk", "humanoid_run", "humanoid_dance"]
+
+
+@pytest.fixture(scope="module")
+def g1(data_dir):
+    return RobotKinematics(data_dir / "robots/unitree_g1/g1.xml")
+
+
+@pytest.mark.parametrize("name", G1_CLIPS)
+def test_g1_csv_conversion_reproduces_the_shipped_npz(data_dir, g1, name):
+    csv = load_motion(data_dir / f"motions/g1/{name}.csv", robot=g1, csv_fps=60)
+    npz = load_motion(data_dir / f"motions/g1/{name}.npz", robot=g1)
+    # BeyondMimic's converter resamples with arange(0, duration, dt), which drops the CSV's last row.
+    assert csv.num_frames == npz.num_frames + 1 and csv.fps == npz.fps == 60
+    assert csv.joint_names == npz.joint_names == g1.joint_names and csv.body_names == npz.body_names
+    T = npz.num_frames
+    err = np.linalg.norm(csv.body_pos_w[:T] - npz.body_pos_w, axis=-1).max(-1)  # worst body per frame
+    assert (err < 1e-4).mean() >= 0.95 and err.max() < 5e-3, (np.mean(err < 1e-4), err.max())
+    sign = np.sign((csv.body_quat_w[:T] * npz.body_quat_w).sum(-1, keepdims=True))  # q and -q are one rotation
+    assert np.abs(csv.body_quat_w[:T] - sign * npz.body_quat_w).max() < 1e-3
+    np.testing.assert_allclose(csv.joint_pos[:T], npz.joint_pos, atol=5e-5)
+    # Velocities: the npz's last frame uses a one-sided difference (its next row was dropped), so compare before it.
+    v = T - 1
+    assert np.abs(csv.joint_vel[:v] - npz.joint_vel[:v]).max() < 1e-3
+    for field in ("body_lin_vel_w", "body_ang_vel_w"):
+        e = np.abs(getattr(csv, field)[:v] - getattr(npz, field)[:v]).reshape(v, -1).max(-1)
+        # JazzWalk's third-party npz has ~4% of frames off in FK; central differences spread that to neighbours.
+        assert (e < 1e-3).mean() >= 0.85 and e.max() < 0.1, (field, np.mean(e < 1e-3), e.max())
+
+
+@pytest.mark.parametrize("name", H28_CLIPS)
+def test_humanoid28_clips_load_and_round_trip_exactly(data_dir, tmp_path, name):
+    clip = load_motion(data_dir / f"motions/humanoid28/{name}.npz")
+    raw = np.load(data_dir / f"motions/humanoid28/{name}.npz")
+    assert clip.metadata["format"] == "isaaclab_amp" and clip.fps == float(raw["fps"])
+    assert clip.joint_names == list(raw["dof_names"]) and clip.num_bodies == 15
+    np.testing.assert_array_equal(clip.joint_pos, raw["dof_positions"])
+    np.testing.assert_array_equal(clip.body_quat_w, raw["body_rotations"])
+    path = save_motion(clip, tmp_path / f"{name}.npz")
+    again = load_motion(path)
+    assert again.metadata["format"] == "mimic_rl"
+    assert (again.fps, again.joint_names, again.body_names) == (clip.fps, clip.joint_names, clip.body_names)
+    for field in ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w"):
+        np.testing.assert_array_equal(getattr(again, field), getattr(clip, field))
+
+
+def test_humanoid28_interpolation_is_exact_at_frames_and_slerps_between(data_dir):
+    clips = [load_motion(data_dir / f"motions/humanoid28/{n}.npz") for n in H28_CLIPS]
+    lib = MotionLibrary(clips)
+    clip_ids = torch.tensor([0, 1, 2, 2])
+    frames = torch.tensor([0, 40, 17, 901])
+    times = frames.float() / 60.0
+    state = lib.state(clip_ids, times)
+    for i, (c, f) in enumerate(zip(clip_ids.tolist(), frames.tolist())):
+        assert np.array_equal(state.joint_pos[i].numpy(), clips[c].joint_pos[f])
+        assert np.array_equal(state.body_pos_w[i].numpy(), clips[c].body_pos_w[f])
+        assert np.array_equal(state.body_quat_w[i].numpy(), clips[c].body_quat_w[f])
+    alpha = 0.3
+    mid = lib.state(torch.tensor([2]), torch.tensor([(17 + alpha) / 60.0]))
+    q0 = torch.from_numpy(clips[2].body_quat_w[17]).double()
+    q1 = torch.from_numpy(clips[2].body_quat_w[18]).double()
+    qm = mid.body_quat_w[0].double()
+    total = quat_angle_error(q0, q1)
+    # on the geodesic, at alpha of the way: angle(q0, qm) = alpha * total and angle(qm, q1) = (1 - alpha) * total
+    torch.testing.assert_close(quat_angle_error(q0, qm), alpha * total, atol=2e-6, rtol=1e-4)
+    torch.testing.assert_close(quat_angle_error(qm, q1), (1 - alpha) * total, atol=2e-6, rtol=1e-4)
+    lerp = (1 - alpha) * clips[2].joint_pos[17] + alpha * clips[2].joint_pos[18]
+    np.testing.assert_allclose(mid.joint_pos[0].numpy(), lerp, atol=1e-6)
+
+
+def test_format_is_detected_by_content_not_name(data_dir, tmp_path, g1):
+    npz_as_csv = tmp_path / "looks_like.csv"
+    shutil.copy(data_dir / "motions/humanoid28/humanoid_walk.npz", npz_as_csv)
+    assert detect_format(npz_as_csv) == "isaaclab_amp"
+    assert load_motion(npz_as_csv).num_frames == 154
+    csv_as_npz = tmp_path / "looks_like.npz"
+    shutil.copy(data_dir / "motions/g1/B_HandsUp.csv", csv_as_npz)
+    assert detect_format(csv_as_npz) == "csv"
+    assert detect_format(data_dir / "motions/g1/B_HandsUp.npz") == "beyondmimic"
+    # a name-less BeyondMimic npz takes its names from the robot model
+    clip = load_motion(data_dir / "motions/g1/B_HandsUp.npz", robot=data_dir / "robots/unitree_g1/g1.xml")
+    assert clip.joint_names == g1.joint_names and clip.body_names[0] == "pelvis"
+
+
+def test_resampling_lerps_and_slerps(data_dir):
+    clip = load_motion(data_dir / "motions/humanoid28/humanoid_run.npz")
+    half = resample(clip, 30.0)
+    assert half.num_frames == 41 and half.fps == 30.0  # 81 intervals of 1/60 s = 1.35 s -> 40 intervals at 30 fps
+    np.testing.assert_array_equal(half.joint_pos, clip.joint_pos[::2][:41])
+    fifty = resample(clip, 50.0)  # frame 1 at 0.02 s = frame 1.2 of the original
+    expected = 0.8 * clip.body_pos_w[1] + 0.2 * clip.body_pos_w[2]
+    np.testing.assert_allclose(fifty.body_pos_w[1], expected, atol=1e-6)
+    angle = quat_angle_error(
+        torch.from_numpy(clip.body_quat_w[1]).double(), torch.from_numpy(fifty.body_quat_w[1]).double()
+    )
+    total = quat_angle_error(
+        torch.from_numpy(clip.body_quat_w[1]).double(), torch.from_numpy(clip.body_quat_w[2]).double()
+    )
+    torch.testing.assert_close(angle, 0.2 * total, atol=2e-6, rtol=1e-3)

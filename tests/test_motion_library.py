@@ -1,0 +1,102 @@
+"""MotionLibrary: vectorized sampling and interpolation, clamp/wrap, weights, future frames, adaptive sampling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mimic_rl.motion import MotionClip, MotionFormatError, MotionLibrary
+
+
+def ramp_clip(T=11, fps=10.0, J=2, B=2, offset=0.0, loop_mode="clamp") -> MotionClip:
+    """Joint j at frame f = offset + f + 10 j; body positions likewise; rotations about z by 0.1 rad per frame."""
+    f = np.arange(T, dtype=np.float32)
+    joint = offset + f[:, None] + 10 * np.arange(J, dtype=np.float32)[None]
+    pos = np.repeat(joint[:, :1, None], 3, axis=2).repeat(B, axis=1)
+    angle = 0.1 * f
+    quat = np.stack([np.cos(angle / 2), 0 * angle, 0 * angle, np.sin(angle / 2)], -1)[:, None].repeat(B, axis=1)
+    zeros = np.zeros((T, B, 3), np.float32)
+    return MotionClip(fps, [f"j{i}" for i in range(J)], [f"b{i}" for i in range(B)], joint, joint * 0, pos, quat,
+                      zeros, zeros, {"loop_mode": loop_mode})  # fmt: skip
+
+
+def test_interpolation_clamp_and_wrap():
+    lib = MotionLibrary([ramp_clip(), ramp_clip(offset=100, loop_mode="wrap")])
+    ids = torch.tensor([0, 0, 0, 0, 1, 1, 1])
+    times = torch.tensor([0.25, -1.0, 5.0, 1.0, 0.25, 1.25, -0.25])
+    q = lib.state(ids, times).joint_pos[:, 0]
+    # clip 0 (clamp, duration 1 s): 2.5 frames; before the start -> frame 0; after the end -> frame 10
+    # clip 1 (wrap): 1.25 s -> 0.25 s; -0.25 s -> 0.75 s
+    assert q.tolist() == pytest.approx([2.5, 0.0, 10.0, 10.0, 102.5, 102.5, 107.5])
+    angle = 2 * torch.atan2(
+        lib.state(ids[:1], times[:1]).body_quat_w[0, 0, 3], lib.state(ids[:1], times[:1]).body_quat_w[0, 0, 0]
+    )
+    assert float(angle) == pytest.approx(0.25, abs=1e-6)  # slerp: 2.5 frames of 0.1 rad
+
+
+def test_vectorized_state_equals_a_per_env_loop():
+    lib = MotionLibrary([ramp_clip(), ramp_clip(T=31, fps=30.0, offset=50)])
+    g = torch.Generator().manual_seed(0)
+    ids, times = lib.sample(64, "uniform", g)
+    batch = lib.state(ids, times)
+    for i in range(64):
+        one = lib.state(ids[i : i + 1], times[i : i + 1])
+        assert torch.equal(one.joint_pos[0], batch.joint_pos[i]) and torch.equal(
+            one.body_quat_w[0], batch.body_quat_w[i]
+        )
+
+
+def test_future_frames_are_states_at_offsets():
+    lib = MotionLibrary([ramp_clip(T=101, fps=50.0)])
+    ids, times = torch.tensor([0, 0]), torch.tensor([0.1, 1.9])
+    offsets = lib.frame_offsets(4, stride=2)
+    assert offsets.tolist() == pytest.approx([0.0, 0.04, 0.08, 0.12])
+    future = lib.future_states(ids, times, offsets)
+    assert future.joint_pos.shape == (2, 4, 2) and future.body_pos_w.shape == (2, 4, 2, 3)
+    assert future.joint_pos[0, :, 0].tolist() == pytest.approx([5, 7, 9, 11])
+    assert future.joint_pos[1, :, 0].tolist() == pytest.approx([95, 97, 99, 100])  # clamped at the end
+
+
+def test_sampling_modes_and_weights():
+    lib = MotionLibrary([ramp_clip(), ramp_clip(T=21)], weights=[1.0, 3.0])
+    g = torch.Generator().manual_seed(0)
+    ids, times = lib.sample(20000, "uniform", g)
+    assert abs(float((ids == 1).float().mean()) - 0.75) < 0.02
+    assert bool((times >= 0).all()) and bool((times <= lib.clip_duration[ids]).all())
+    assert float(times[ids == 1].mean()) == pytest.approx(1.0, abs=0.05)  # uniform on [0, 2 s]
+    _, start = lib.sample(10, "start", g)
+    assert bool((start == 0).all())
+    with pytest.raises(ValueError, match="sampling mode"):
+        lib.sample(3, "random")
+
+
+def test_adaptive_sampler_moves_probability_to_failing_bins():
+    lib = MotionLibrary([ramp_clip(T=51), ramp_clip(T=51)], bin_duration=1.0, adaptive_alpha=0.1)
+    sampler = lib.adaptive
+    p0 = sampler.probabilities().clone()
+    assert sampler.entropy() == pytest.approx(1.0) and torch.allclose(p0[sampler.valid], p0[sampler.valid][0])
+    g = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        ids, times = lib.sample(256, "adaptive", g)
+        failed = (ids == 1) & (times >= 3.0) & (times < 4.0)  # clip 1 keeps failing in bin 3
+        lib.record_episode_ends(ids, times, failed)
+    p = sampler.probabilities()
+    clip, b, prob = sampler.top_bin()
+    assert (clip, b) == (1, 3) and prob > 3 * float(p0[1, 3])  # from 0.1 (uniform over 10 bins)
+    assert p[1, 2] > p0[1, 2] and p[1, 1] > p0[1, 1]  # the kernel also favours starting just before
+    assert p[0].sum() < p0[0].sum() and sampler.entropy() < 0.7
+    ids, times = lib.sample(4000, "adaptive", g)
+    in_bin = ((ids == 1) & (times >= 3) & (times < 4)).float().mean()
+    assert float(in_bin) == pytest.approx(float(p[1, 3]), abs=0.03)
+    assert float(p.sum()) == pytest.approx(1.0)
+
+
+def test_library_rejects_mismatched_clips_and_bad_weights():
+    other = ramp_clip(J=3)
+    with pytest.raises(MotionFormatError, match="joint_names"):
+        MotionLibrary([ramp_clip(), other])
+    with pytest.raises(ValueError, match="weights"):
+        MotionLibrary([ramp_clip()], weights=[-1.0])
+    with pytest.raises(ValueError, match="at least one clip"):
+        MotionLibrary([])
