@@ -50,17 +50,11 @@ def quat_conjugate(q: torch.Tensor) -> torch.Tensor:
 
 def quat_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Hamilton product ``a * b`` (apply ``b`` first, then ``a``)."""
-    w1, x1, y1, z1 = a.unbind(-1)
-    w2, x2, y2, z2 = b.unbind(-1)
-    return torch.stack(
-        (
-            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
-            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
-        ),
-        dim=-1,
-    )
+    wa, va = a[..., :1], a[..., 1:]
+    wb, vb = b[..., :1], b[..., 1:]
+    w = wa * wb - (va * vb).sum(-1, keepdim=True)
+    v = wa * vb + wb * va + torch.linalg.cross(va, vb, dim=-1)
+    return torch.cat((w, v), dim=-1)
 
 
 def quat_apply(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -150,8 +144,10 @@ def quat_from_matrix(m: torch.Tensor) -> torch.Tensor:
 
 
 def quat_to_6d(q: torch.Tensor) -> torch.Tensor:
-    """First two columns of the rotation matrix, flattened ``[..., 6]`` (a continuous rotation encoding)."""
-    return matrix_from_quat(q)[..., :, :2].reshape(*q.shape[:-1], 6)
+    """First two columns of the rotation matrix, flattened row by row ``[r00, r01, r10, r11, r20, r21]``."""
+    basis = torch.eye(3, 2, dtype=q.dtype, device=q.device).T  # the x and y unit vectors, [2, 3]
+    columns = quat_apply(q.unsqueeze(-2).expand(*q.shape[:-1], 2, 4), basis.expand(*q.shape[:-1], 2, 3))
+    return columns.transpose(-1, -2).reshape(*q.shape[:-1], 6)
 
 
 def yaw_quat(q: torch.Tensor) -> torch.Tensor:

@@ -83,9 +83,32 @@ class MotionLibrary:
         def cat(name: str) -> torch.Tensor:
             return torch.cat([torch.from_numpy(getattr(c, name)) for c in clips]).to(dev)
 
-        self.joint_pos, self.joint_vel = cat("joint_pos"), cat("joint_vel")
-        self.body_pos_w, self.body_quat_w = cat("body_pos_w"), cat("body_quat_w")
-        self.body_lin_vel_w, self.body_ang_vel_w = cat("body_lin_vel_w"), cat("body_ang_vel_w")
+        # All fields of a frame side by side in one row, so that interpolation is one gather per end point.
+        j, b = first.num_joints, first.num_bodies
+        widths = {
+            "joint_pos": j,
+            "joint_vel": j,
+            "body_pos_w": 3 * b,
+            "body_quat_w": 4 * b,
+            "body_lin_vel_w": 3 * b,
+            "body_ang_vel_w": 3 * b,
+        }
+        self._frames = torch.cat([cat(name).reshape(-1, w) for name, w in widths.items()], dim=1)
+        self._columns: dict[str, slice] = {}
+        start = 0
+        for name, w in widths.items():
+            self._columns[name] = slice(start, start + w)
+            start += w
+        self._shapes = {
+            "joint_pos": (j,),
+            "joint_vel": (j,),
+            "body_pos_w": (b, 3),
+            "body_quat_w": (b, 4),
+            "body_lin_vel_w": (b, 3),
+            "body_ang_vel_w": (b, 3),
+        }
+        for name in widths:  # [F, ...] views, e.g. library.body_pos_w
+            setattr(self, name, self._frames[:, self._columns[name]].view(-1, *self._shapes[name]))
         frames = torch.tensor([c.num_frames for c in clips], dtype=torch.long)
         self.clip_frames = frames.to(dev)
         self.clip_start = (torch.cumsum(frames, 0) - frames).to(dev)
@@ -133,7 +156,9 @@ class MotionLibrary:
         self.adaptive.update()
 
     # ------------------------------------------------------------------ interpolation
-    def _frames(self, clip_ids: torch.Tensor, times: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _frame_index(
+        self, clip_ids: torch.Tensor, times: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         duration = self.clip_duration[clip_ids].to(torch.float64)
         eps = torch.finfo(times.dtype).eps if times.is_floating_point() else 0.0
         t = times.to(torch.float64)
@@ -152,26 +177,19 @@ class MotionLibrary:
         return start + f0, start + f1, alpha
 
     def state(self, clip_ids: torch.Tensor, times: torch.Tensor) -> MotionState:
-        """Interpolated reference state of each (clip, time) pair, leading shape ``[N]``."""
-        f0, f1, a = self._frames(clip_ids.reshape(-1), times.reshape(-1))
-
-        def lerp(x: torch.Tensor) -> torch.Tensor:
-            w = a.reshape(-1, *([1] * (x.dim() - 1)))
-            x0, x1 = x[f0], x[f1]
-            return torch.where(w == 0, x0, x0 + w * (x1 - x0))
-
-        q0, q1 = self.body_quat_w[f0], self.body_quat_w[f1]
-        qa = a.unsqueeze(-1).expand(-1, q0.shape[1])
-        quat = torch.where((qa == 0).unsqueeze(-1), q0, quat_slerp(q0, q1, qa))
-        state = MotionState(
-            joint_pos=lerp(self.joint_pos),
-            joint_vel=lerp(self.joint_vel),
-            body_pos_w=lerp(self.body_pos_w),
-            body_quat_w=quat,
-            body_lin_vel_w=lerp(self.body_lin_vel_w),
-            body_ang_vel_w=lerp(self.body_ang_vel_w),
-        )
-        return state.reshape(*clip_ids.shape)
+        """Interpolated reference state of each (clip, time) pair, leading shape that of ``clip_ids``."""
+        f0, f1, a = self._frame_index(clip_ids.reshape(-1), times.reshape(-1))
+        x0, x1 = self._frames.index_select(0, f0), self._frames.index_select(0, f1)
+        w = a.unsqueeze(-1)
+        rows = torch.where(w == 0, x0, x0 + w * (x1 - x0))  # lerp; exactly the frame at a frame time
+        quat = self._columns["body_quat_w"]
+        nb = self._shapes["body_quat_w"][0]
+        q0, q1 = x0[:, quat].view(-1, nb, 4), x1[:, quat].view(-1, nb, 4)
+        slerped = quat_slerp(q0, q1, a.unsqueeze(-1).expand(-1, nb))
+        rows[:, quat] = torch.where((w == 0).unsqueeze(-1), q0, slerped).reshape(-1, 4 * nb)
+        lead = tuple(clip_ids.shape)
+        fields = {name: rows[:, cols].reshape(*lead, *self._shapes[name]) for name, cols in self._columns.items()}
+        return MotionState(**fields)
 
     def future_states(self, clip_ids: torch.Tensor, times: torch.Tensor, offsets: torch.Tensor) -> MotionState:
         """States at ``times + offsets`` for K offsets (seconds), leading shape ``[N, K]``."""

@@ -1,0 +1,98 @@
+"""Offscreen rendering of an env's rollout (optionally beside its reference) to GIF or MP4 with ``mujoco.Renderer``.
+
+Rendering needs an OpenGL backend: ``MUJOCO_GL=egl`` (GPU drivers or Mesa's EGL) or ``MUJOCO_GL=osmesa``. Without
+one, ``render_rollout`` raises ``RenderingUnavailable`` with what to install. GIFs are written with Pillow (a
+matplotlib dependency); MP4 needs ``imageio`` with ``imageio-ffmpeg``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+import torch
+
+__all__ = ["RenderingUnavailable", "render_rollout"]
+
+
+class RenderingUnavailable(RuntimeError):
+    """No OpenGL backend (or no video writer) for offscreen rendering."""
+
+
+def _renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Renderer:
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    try:
+        return mujoco.Renderer(model, height, width)
+    except Exception as exc:  # MuJoCo raises FatalError, AttributeError or RuntimeError without a GL context
+        raise RenderingUnavailable(
+            f"offscreen rendering needs an OpenGL backend (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r} failed: "
+            f"{type(exc).__name__}: {exc}). Use MUJOCO_GL=egl with GPU drivers or Mesa (apt-get install libegl1 "
+            "libgl1-mesa-dri), or MUJOCO_GL=osmesa (apt-get install libosmesa6)"
+        ) from exc
+
+
+def _write(frames: list[np.ndarray], path: Path, fps: float) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".gif":
+        from PIL import Image
+
+        images = [Image.fromarray(f) for f in frames]
+        images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
+        return path
+    if path.suffix.lower() == ".mp4":
+        try:
+            import imageio.v2 as imageio
+        except ImportError as exc:
+            raise RenderingUnavailable(
+                "writing MP4 needs imageio and imageio-ffmpeg; install them or use .gif"
+            ) from exc
+        imageio.mimsave(path, frames, fps=fps)
+        return path
+    raise ValueError(f"unsupported video format {path.suffix!r}: use .gif or .mp4")
+
+
+def render_rollout(
+    env: Any,
+    path: str | Path,
+    policy: Callable[[Any], torch.Tensor] | None = None,
+    steps: int = 100,
+    env_index: int = 0,
+    show_reference: bool = True,
+    width: int = 480,
+    height: int = 360,
+) -> Path:
+    """Roll out ``policy`` (default: zero actions) in ``env`` and write env ``env_index``'s video to ``path``.
+
+    With ``show_reference`` the reference motion is drawn beside the robot (a second image, side by side).
+    """
+    model = env.model
+    renderer = _renderer(model, width, height)
+    data, ref_data = mujoco.MjData(model), mujoco.MjData(model)
+    camera = mujoco.MjvCamera()
+    camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+    camera.trackbodyid = 1
+    camera.distance, camera.elevation, camera.azimuth = 3.0, -15.0, 90.0
+    frames: list[np.ndarray] = []
+    obs = env.get_observations()
+    zero = torch.zeros(env.num_envs, env.num_actions, device=env.device)
+    for _ in range(steps):
+        with torch.inference_mode():
+            actions = policy(obs) if policy is not None else zero
+        obs, *_ = env.step(actions)
+        state = env.physics.state[env_index]
+        data.qpos[:] = state[env.physics.qpos_slice]
+        mujoco.mj_kinematics(model, data)
+        renderer.update_scene(data, camera)
+        image = renderer.render()
+        if show_reference:
+            ref_data.qpos[:] = env.reference_qpos(env_index)
+            mujoco.mj_kinematics(model, ref_data)
+            renderer.update_scene(ref_data, camera)
+            image = np.concatenate((image, renderer.render()), axis=1)
+        frames.append(image.copy())
+    renderer.close()
+    return _write(frames, Path(path), 1.0 / env.step_dt)

@@ -1,0 +1,203 @@
+"""Robots for the embedded MuJoCo backend: a ``RobotConfig`` per robot, and the physics model built from it.
+
+``build_model`` loads the MJCF through ``mujoco.MjSpec`` and adds what a tracking env needs when the file lacks it:
+a ground plane, position actuators from the actuator table (kp, kd, effort limit, armature), and the sensors the
+env reads body and joint states from. Built-ins: ``humanoid28`` (this package's MJCF) and ``g1`` (Unitree G1, MJCF
+path from the user, actuator facts from Unitree's motor specs as mjlab uses them).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import mujoco
+
+from mimic_rl.motion import MotionClip, RobotKinematics, load_motion
+
+__all__ = [
+    "SENSOR_KINDS",
+    "ActuatorGroup",
+    "RobotConfig",
+    "build_model",
+    "g1_config",
+    "humanoid28_config",
+    "robot_config",
+]
+
+ASSETS = Path(__file__).parent / "assets"
+SENSOR_KINDS = ("framepos", "framequat", "framelinvel", "frameangvel")
+
+
+@dataclass(frozen=True)
+class ActuatorGroup:
+    """PD position control for the joints whose names match ``joints`` (a regex, full match)."""
+
+    joints: str
+    kp: float
+    kd: float
+    effort: float
+    armature: float | None = None
+
+
+@dataclass(frozen=True)
+class RobotConfig:
+    """What the tracking env needs to know about a robot.
+
+    ``actuators`` are added when the MJCF has no actuators (or always, with ``override_actuators``).
+    ``action_scale`` is a number, or ``None`` for BeyondMimic's rule ``0.25 * effort / kp`` per joint.
+    ``default_joint_pos`` maps joint-name regexes to the pose that actions are offsets from.
+    """
+
+    name: str
+    mjcf: str
+    anchor_body: str
+    end_effectors: tuple[str, ...]
+    actuators: tuple[ActuatorGroup, ...] = ()
+    override_actuators: bool = False
+    default_joint_pos: dict[str, float] = field(default_factory=dict)
+    action_scale: float | None = None
+    tracked_bodies: tuple[str, ...] | None = None
+    """Bodies whose tracking is rewarded and measured (default: every body)."""
+    timestep: float = 0.005
+    floor_friction: float = 1.0
+    clip_convention: str = "hinge"
+    """``"hinge"``: clips already use the model's joints; ``"humanoid28_amp"``: convert Isaac Lab humanoid_amp clips."""
+
+    def load_clip(self, path: str | Path, csv_fps: float | None = None) -> MotionClip:
+        """Load a motion file for this robot (format by content; converted to the model's joint convention)."""
+        kin = RobotKinematics(self.mjcf)
+        if self.clip_convention == "humanoid28_amp":
+            from mimic_rl.envs.mujoco.humanoid28 import convert_clip
+
+            return convert_clip(load_motion(path, csv_fps=csv_fps), kin)
+        return load_motion(path, robot=kin, csv_fps=csv_fps)
+
+
+def humanoid28_config() -> RobotConfig:
+    """This package's 28-DoF humanoid (the skeleton of Isaac Lab's humanoid_amp motions)."""
+    return RobotConfig(
+        name="humanoid28",
+        mjcf=str(ASSETS / "humanoid28.xml"),
+        anchor_body="pelvis",
+        end_effectors=("right_hand", "left_hand", "right_foot", "left_foot"),
+        clip_convention="humanoid28_amp",
+    )
+
+
+def g1_config(mjcf: str | Path) -> RobotConfig:
+    """Unitree G1 (29 DoF) with the actuator facts of Unitree's motors (10 Hz, damping ratio 2) and its home pose."""
+    groups = (
+        ActuatorGroup(r".*_(shoulder_(pitch|roll|yaw)|elbow|wrist_roll)_joint", 14.25, 0.907, 25.0, 0.003610),
+        ActuatorGroup(r".*_hip_(pitch|yaw)_joint|waist_yaw_joint", 40.18, 2.558, 88.0, 0.010178),
+        ActuatorGroup(r".*_hip_roll_joint|.*_knee_joint", 99.10, 6.309, 139.0, 0.025102),
+        ActuatorGroup(r".*_wrist_(pitch|yaw)_joint", 16.78, 1.068, 5.0, 0.004250),
+        ActuatorGroup(r"waist_(pitch|roll)_joint|.*_ankle_(pitch|roll)_joint", 28.50, 1.814, 50.0, 0.007219),
+    )
+    home = {
+        r".*_hip_pitch_joint": -0.1,
+        r".*_knee_joint": 0.3,
+        r".*_ankle_pitch_joint": -0.2,
+        r".*_shoulder_pitch_joint": 0.2,
+        r".*_elbow_joint": 1.28,
+        r"left_shoulder_roll_joint": 0.2,
+        r"right_shoulder_roll_joint": -0.2,
+    }
+    return RobotConfig(
+        name="g1",
+        mjcf=str(mjcf),
+        anchor_body="torso_link",
+        end_effectors=("left_ankle_roll_link", "right_ankle_roll_link", "left_wrist_yaw_link", "right_wrist_yaw_link"),
+        actuators=groups,
+        default_joint_pos=home,
+        floor_friction=0.6,
+    )
+
+
+def robot_config(name: str, mjcf: str | Path | None = None) -> RobotConfig:
+    """A built-in robot by name: ``humanoid28``, or ``g1`` (needs ``mjcf``)."""
+    if name == "humanoid28":
+        return humanoid28_config()
+    if name == "g1":
+        if mjcf is None:
+            raise ValueError("the g1 robot needs its MJCF path (e.g. $MIMIC_RL_DATA/robots/unitree_g1/g1.xml)")
+        return g1_config(mjcf)
+    raise ValueError(f"unknown robot {name!r}; built-ins are 'humanoid28' and 'g1' (or pass a RobotConfig)")
+
+
+def _match(groups: tuple[ActuatorGroup, ...], joint: str) -> ActuatorGroup | None:
+    return next((g for g in groups if re.fullmatch(g.joints, joint)), None)
+
+
+def build_model(
+    cfg: RobotConfig, bodies: list[str] | None = None, sensors: bool = True
+) -> tuple[mujoco.MjModel, list[str], int]:
+    """The compiled model, the bodies it has sensors for (``bodies`` or every body), and where they start.
+
+    The returned offset is the ``sensordata`` address of the first added sensor (an MJCF may have its own before);
+    with ``sensors=False`` none are added (the physics alone, for benchmarks) and the offset is -1.
+
+    Adds a floor if the model has no plane, position actuators (from ``cfg.actuators``) if it has none, and for each
+    sensed body ``framepos``, ``framequat``, ``framelinvel`` and ``frameangvel`` of its body frame, then ``jointpos``
+    and ``jointvel`` of every actuated joint, in that order.
+    """
+    path = Path(cfg.mjcf)
+    if not path.is_file():
+        raise FileNotFoundError(f"robot {cfg.name}: MJCF {path} not found")
+    spec = mujoco.MjSpec.from_file(str(path))
+    spec.option.timestep = cfg.timestep
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    if not any(g.type == mujoco.mjtGeom.mjGEOM_PLANE for g in spec.worldbody.geoms):
+        spec.worldbody.add_geom(
+            name="floor",
+            type=mujoco.mjtGeom.mjGEOM_PLANE,
+            size=[0, 0, 0.05],
+            friction=[cfg.floor_friction, 0.005, 1e-4],
+            contype=1,
+            conaffinity=1,
+        )
+    joints = [j for j in spec.joints if j.type in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)]
+    if cfg.override_actuators:
+        for act in list(spec.actuators):
+            spec.delete(act)
+    if not list(spec.actuators):
+        if not cfg.actuators:
+            raise ValueError(f"robot {cfg.name}: the MJCF has no actuators and the config has no actuator table")
+        for joint in joints:
+            group = _match(cfg.actuators, joint.name)
+            if group is None:
+                raise ValueError(f"robot {cfg.name}: no actuator group matches joint {joint.name!r}")
+            if group.armature is not None:
+                joint.armature = group.armature
+            act = spec.add_actuator(name=joint.name, target=joint.name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
+            act.set_to_position(kp=group.kp, kv=group.kd)
+            act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+            act.forcerange = [-group.effort, group.effort]
+    if not sensors:
+        return spec.compile(), [], -1
+    names = bodies if bodies is not None else RobotKinematics(spec.compile()).body_names  # MuJoCo's body order
+    for body in names:
+        for kind in SENSOR_KINDS:
+            spec.add_sensor(
+                name=f"{kind}:{body}",
+                type=getattr(mujoco.mjtSensor, f"mjSENS_{kind.upper()}"),
+                objtype=mujoco.mjtObj.mjOBJ_XBODY,
+                objname=body,
+            )
+    for joint in joints:
+        spec.add_sensor(
+            name=f"jointpos:{joint.name}",
+            type=mujoco.mjtSensor.mjSENS_JOINTPOS,
+            objtype=mujoco.mjtObj.mjOBJ_JOINT,
+            objname=joint.name,
+        )
+    for joint in joints:
+        spec.add_sensor(
+            name=f"jointvel:{joint.name}",
+            type=mujoco.mjtSensor.mjSENS_JOINTVEL,
+            objtype=mujoco.mjtObj.mjOBJ_JOINT,
+            objname=joint.name,
+        )
+    model = spec.compile()
+    return model, list(names), int(model.sensor(f"{SENSOR_KINDS[0]}:{names[0]}").adr[0])

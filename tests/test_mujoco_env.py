@@ -1,0 +1,176 @@
+"""The embedded MuJoCo backend: the humanoid28 model, the tracking env's contract, terminations, determinism, G1."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+
+from mimic_rl.envs import VecEnv
+from mimic_rl.envs.mujoco import DomainRandomization, InitNoise, MujocoTrackingEnv, TrackingEnvConfig
+from mimic_rl.envs.mujoco.robots import humanoid28_config
+from mimic_rl.motion import RobotKinematics, SyntheticMotionConfig, load_motion, synthetic_clip
+
+H28 = ["humanoid_walk", "humanoid_run", "humanoid_dance"]
+CALM = {"init_noise": InitNoise(0.0, 0.0, 0.0, 0.0), "randomization": DomainRandomization(enabled=False)}
+
+
+@pytest.mark.parametrize("name", H28)
+def test_humanoid28_model_driven_by_the_converted_clip_reproduces_body_positions(data_dir, name):
+    cfg = humanoid28_config()
+    path = data_dir / f"motions/humanoid28/{name}.npz"
+    original = load_motion(path)  # Isaac Lab's rotation-vector convention
+    converted = cfg.load_clip(path)  # the model's hinge convention
+    model = mujoco.MjModel.from_xml_path(cfg.mjcf)
+    data = mujoco.MjData(model)
+    assert [model.body(i).name for i in range(1, model.nbody)] == original.body_names
+    assert [model.joint(i).name for i in range(1, model.njnt)] == original.joint_names
+    worst = 0.0
+    for t in range(original.num_frames):  # plain MuJoCo FK, independent of the converter's
+        data.qpos[:3] = original.body_pos_w[t, 0]
+        data.qpos[3:7] = original.body_quat_w[t, 0]
+        data.qpos[7:] = converted.joint_pos[t]
+        mujoco.mj_kinematics(model, data)
+        worst = max(worst, float(np.linalg.norm(data.xpos[1:] - original.body_pos_w[t], axis=-1).max()))
+    assert worst < 0.02, worst
+    assert worst < 1e-3  # in fact the skeleton is exact (offsets derived from the clips)
+    assert 50 < model.body_subtreemass[1] < 70
+
+
+def _env(data_dir, **kwargs):
+    cfg = TrackingEnvConfig(num_envs=8, motions=[str(data_dir / "motions/humanoid28/humanoid_walk.npz")], **kwargs)
+    return MujocoTrackingEnv(cfg)
+
+
+def test_observation_groups_follow_the_contract(data_dir):
+    env = _env(data_dir, num_future_frames=3)
+    assert isinstance(env, VecEnv)
+    obs = env.get_observations()
+    J, A, B = 28, env.num_actions, len(env.tracked)
+    assert A == J and env.max_episode_length == 500 and env.episode_length_buf.shape == (8,)
+    assert obs["policy"].shape == (8, 2 * J + 9 + A)
+    assert obs["reference"].shape == (8, 3, 2 * J + 9) and obs["critic_reference"].shape == (8, 3, 2 * J + 9)
+    assert obs["critic"].shape == (8, 2 * J + 9 + A + 9 * B + 1) and obs["amp"].shape == (8, 2 * J)
+    for key in ("reference_mask", "critic_reference_mask"):
+        assert obs[key].dtype == torch.bool and obs[key].shape == (8,) and bool(obs[key].all())
+    for key in ("policy", "reference", "critic", "amp"):
+        assert obs[key].dtype == torch.float32 and bool(torch.isfinite(obs[key]).all())
+    o, r, d, extras = env.step(torch.zeros(8, A))
+    assert r.shape == (8,) and d.dtype == torch.bool and extras["time_outs"].dtype == torch.bool
+    assert set(extras["final_observations"].keys()) == set(o.keys())
+    assert {"reward/body_pos", "termination/anchor_height", "metrics/mpjpe_mm"} <= set(extras["log"])
+
+
+@pytest.mark.parametrize("mode,tolerance", [("start", 1e-4), ("uniform", 5e-3)])
+def test_reference_state_init_gives_zero_tracking_error(data_dir, mode, tolerance):
+    env = _env(data_dir, sampling_mode=mode, **CALM)
+    clips, times = env.clip_ids, env.obs_time
+    ref = env.library.state(clips, times)
+    robot = env._robot_state()
+    err = (robot.body_pos_w - ref.body_pos_w[:, env._ref_body_idx]).norm(dim=-1)
+    # exact at frame times; between frames the library lerps body positions, which is not the FK of lerped joints
+    assert float(err.max()) < tolerance  # metres
+    torch.testing.assert_close(robot.joint_pos, ref.joint_pos, atol=1e-5, rtol=0)
+    # the reference group's first frame is the reference itself: joint positions and the anchor at the robot
+    obs = env.get_observations()
+    torch.testing.assert_close(obs["reference"][:, 0, :28], ref.joint_pos, atol=1e-6, rtol=0)
+    assert float(obs["reference"][:, 0, 56:59].abs().max()) < 1e-4
+
+
+def _standing_env(data_dir, **kwargs):
+    kin = RobotKinematics(humanoid28_config().mjcf)
+    clip = synthetic_clip(kin, SyntheticMotionConfig(duration=4.0, fps=50.0, amplitude=0.0))  # all joints at 0
+    cfg = TrackingEnvConfig(num_envs=4, sampling_mode="start", **{**CALM, **kwargs})
+    return MujocoTrackingEnv(cfg, clips=[clip])
+
+
+def test_holding_the_reference_pose_with_zero_action_stands_for_a_second(data_dir):
+    env = _standing_env(data_dir)
+    h0 = env._robot_state().body_pos_w[:, 0, 2].clone()
+    for _ in range(50):  # 1 s at 50 Hz
+        obs, _, dones, _ = env.step(torch.zeros(4, env.num_actions))
+        assert not bool(dones.any())
+        assert all(bool(torch.isfinite(v).all()) for k, v in obs.items() if v.is_floating_point())
+    h = env._robot_state().body_pos_w[:, 0, 2]
+    assert bool(((h - h0).abs() < 0.05).all()), (h0, h)
+    assert float(env.metrics.summary()["mpjpe_mm"]) < 30.0
+
+
+def test_time_outs_at_the_episode_limit(data_dir):
+    env = _standing_env(data_dir, episode_length_s=0.2)  # 10 policy steps
+    for step in range(1, 11):
+        obs, _, dones, extras = env.step(torch.zeros(4, env.num_actions))
+        assert bool(dones.all()) == (step == 10) and bool(extras["time_outs"].all()) == (step == 10)
+    assert bool((env.episode_length_buf == 0).all())
+    final = extras["final_observations"]
+    assert not torch.equal(final["policy"], obs["policy"])  # pre-reset observations differ from the fresh ones
+
+
+@pytest.mark.parametrize("case", ["anchor_height", "anchor_tilt", "ee_height"])
+def test_each_termination_fires_on_a_constructed_case(data_dir, case):
+    env = _standing_env(data_dir)
+    state = env.physics.state
+    qpos = state[:, env.physics.qpos_slice]
+    if case == "anchor_height":
+        qpos[0, 2] -= 0.5
+    elif case == "anchor_tilt":
+        qpos[0, 3:7] = [np.cos(np.pi / 4), np.sin(np.pi / 4), 0.0, 0.0]  # rolled 90 degrees
+    else:
+        qpos[0, 7 + env.joint_names.index("right_shoulder_y")] = -2.4  # right arm raised overhead
+    env.physics.state[:, env.physics.qpos_slice] = qpos
+    _, _, dones, extras = env.step(torch.zeros(4, env.num_actions))
+    assert bool(dones[0]) and not bool(dones[1:].any()) and not bool(extras["time_outs"][0])
+    assert float(extras["log"][f"termination/{case}"]) == pytest.approx(0.25)  # one env of four
+
+
+def test_one_and_two_physics_threads_give_identical_rollouts(data_dir):
+    runs = []
+    for threads in (1, 2):
+        cfg = TrackingEnvConfig(
+            num_envs=6, num_threads=threads, seed=3, motions=[str(data_dir / "motions/humanoid28/humanoid_run.npz")]
+        )
+        env = MujocoTrackingEnv(cfg)
+        g = torch.Generator().manual_seed(0)
+        out = []
+        for _ in range(30):  # with domain randomization, pushes and resets
+            obs, rew, dones, _ = env.step(0.3 * torch.randn(6, env.num_actions, generator=g))
+            out.append((obs["critic"].clone(), rew.clone(), dones.clone()))
+        env.close()
+        runs.append(out)
+    for (o1, r1, d1), (o2, r2, d2) in zip(*runs):
+        assert torch.equal(o1, o2) and torch.equal(r1, r2) and torch.equal(d1, d2)
+
+
+def test_g1_from_the_csv_resets_and_steps_with_finite_observations(data_dir):
+    cfg = TrackingEnvConfig(
+        num_envs=4,
+        robot="g1",
+        robot_mjcf=str(data_dir / "robots/unitree_g1/g1.xml"),
+        motions=[str(data_dir / "motions/g1/B_HandsUp.csv")],
+        csv_fps=60.0,
+    )
+    env = MujocoTrackingEnv(cfg)
+    assert env.num_actions == 29 and env.tracked[0] == "pelvis"
+    for _ in range(20):
+        obs, rew, _, _ = env.step(torch.zeros(4, 29))
+        for key, value in obs.items():
+            assert bool(torch.isfinite(value.float()).all()), key
+        assert bool(torch.isfinite(rew).all())
+    env.reset()
+    assert bool((env.episode_length_buf == 0).all())
+
+
+def test_rendering_writes_a_gif_or_says_why_not(data_dir, tmp_path):
+    from mimic_rl.envs.mujoco.render import RenderingUnavailable, render_rollout
+
+    env = _standing_env(data_dir)
+    try:
+        path = render_rollout(env, tmp_path / "rollout.gif", steps=5, width=64, height=48)
+    except RenderingUnavailable as exc:
+        assert "MUJOCO_GL" in str(exc)
+        pytest.skip(f"no OpenGL backend here: {exc}")
+    from PIL import Image
+
+    with Image.open(path) as image:
+        assert image.n_frames == 5 and image.size == (128, 48)  # robot and reference side by side
