@@ -116,8 +116,9 @@ def test_each_termination_fires_on_a_constructed_case(data_dir, case):
         qpos[0, 2] -= 0.5
     elif case == "anchor_tilt":
         qpos[0, 3:7] = [np.cos(np.pi / 4), np.sin(np.pi / 4), 0.0, 0.0]  # rolled 90 degrees
-    else:
-        qpos[0, 7 + env.joint_names.index("right_shoulder_y")] = -2.4  # right arm raised overhead
+    else:  # lift the right foot (an end effector)
+        qpos[0, 7 + env.joint_names.index("right_hip_y")] = -1.5
+        qpos[0, 7 + env.joint_names.index("right_knee")] = 2.0
     env.physics.state[:, env.physics.qpos_slice] = qpos
     _, _, dones, extras = env.step(torch.zeros(4, env.num_actions))
     assert bool(dones[0]) and not bool(dones[1:].any()) and not bool(extras["time_outs"][0])
@@ -174,3 +175,21 @@ def test_rendering_writes_a_gif_or_says_why_not(data_dir, tmp_path):
 
     with Image.open(path) as image:
         assert image.n_frames == 5 and image.size == (128, 48)  # robot and reference side by side
+
+
+def test_reference_action_offset_targets_the_next_reference_pose(data_dir):
+    def run(offset):
+        env = _env(data_dir, action_offset=offset, sampling_mode="start", **CALM)
+        if offset == "reference":
+            expected = env.library.state(env.clip_ids, env.motion_time + env.step_dt).joint_pos
+            torch.testing.assert_close(env._action_offset(), expected)
+        errors = []
+        for _ in range(10):  # 0.2 s of the walk with zero action
+            _, _, _, extras = env.step(torch.zeros(8, env.num_actions))
+            errors.append(extras["tracking"]["joint_pos_error"].mean())
+        return float(torch.stack(errors).mean())
+
+    residual, absolute = run("reference"), run("default")
+    assert residual < 0.5 * absolute, (residual, absolute)  # zero residual action is feed-forward tracking
+    with pytest.raises(ValueError, match="action_offset"):
+        _env(data_dir, action_offset="previous")

@@ -319,6 +319,29 @@ class MMPPO:
             self.nonfinite_batches = int(loaded_dict.get("nonfinite_batches", 0))
         return bool(load_cfg.get("iteration", False))
 
+    def runtime_state_dict(self) -> dict[str, Any]:
+        """What ``save()`` leaves out but an exact resume needs: the storage's carry row (AMP pairs across rollouts),
+        the AMP replay buffer and the recurrent models' collection-time hidden states."""
+        state: dict[str, Any] = {"storage_carry": {k: v[0].clone() for k, v in self.storage._store.stores.items()}}
+        if self.amp is not None:
+            state["amp_replay"] = (self.amp._replay.clone(), self.amp._replay_count, self.amp._replay_next)
+        for name, model in (("actor", self.actor), ("critic", self.critic)):
+            if model.memory is not None:
+                state[f"{name}_hidden"] = model.memory.hidden
+        return state
+
+    def load_runtime_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``runtime_state_dict()``."""
+        for key, row in state["storage_carry"].items():
+            self.storage._store.stores[key][0].copy_(row)
+        if self.amp is not None and "amp_replay" in state:
+            replay, count, nxt = state["amp_replay"]
+            self.amp._replay.copy_(replay)
+            self.amp._replay_count, self.amp._replay_next = int(count), int(nxt)
+        for name, model in (("actor", self.actor), ("critic", self.critic)):
+            if model.memory is not None:
+                model.memory.hidden = state.get(f"{name}_hidden")
+
     def get_policy(self) -> Actor:
         """The actor (its ``forward`` is the deterministic policy)."""
         return self.actor

@@ -4,18 +4,19 @@ from mimic_rl.motion.adaptive import AdaptiveSampler
 from mimic_rl.motion.clip import LOOP_MODES, MotionClip, MotionFormatError
 from mimic_rl.motion.formats import clip_from_root_and_joints, detect_format, load_motion, resample, save_motion
 from mimic_rl.motion.kinematics import RobotKinematics, mj_kinematics
-from mimic_rl.motion.library import SAMPLING_MODES, MotionLibrary, MotionState
+from mimic_rl.motion.library import SAMPLING_MODES, MotionLibrary
+from mimic_rl.motion.state import BodyState
 from mimic_rl.motion.synthetic import JointPattern, SyntheticMotionConfig, synthetic_clip
 
 __all__ = [
     "LOOP_MODES",
     "SAMPLING_MODES",
     "AdaptiveSampler",
+    "BodyState",
     "JointPattern",
     "MotionClip",
     "MotionFormatError",
     "MotionLibrary",
-    "MotionState",
     "RobotKinematics",
     "SyntheticMotionConfig",
     "clip_from_root_and_joints",

@@ -9,38 +9,17 @@ rotations; at a frame time the frame is returned exactly.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
 
 import torch
 
 from mimic_rl.motion.adaptive import AdaptiveSampler
 from mimic_rl.motion.clip import LOOP_MODES, MotionClip, MotionFormatError
+from mimic_rl.motion.state import BodyState
 from mimic_rl.rotations import quat_slerp
 
-__all__ = ["SAMPLING_MODES", "MotionLibrary", "MotionState"]
+__all__ = ["SAMPLING_MODES", "MotionLibrary"]
 
 SAMPLING_MODES = ("start", "uniform", "adaptive")
-
-
-@dataclass
-class MotionState:
-    """Reference states, leading shape ``[N]`` or ``[N, K]``."""
-
-    joint_pos: torch.Tensor
-    joint_vel: torch.Tensor
-    body_pos_w: torch.Tensor
-    body_quat_w: torch.Tensor
-    body_lin_vel_w: torch.Tensor
-    body_ang_vel_w: torch.Tensor
-
-    def reshape(self, *lead: int) -> MotionState:
-        """Change the leading shape (the trailing per-joint / per-body shape is kept)."""
-        out = {}
-        for f in fields(self):
-            x = getattr(self, f.name)
-            trailing = 1 if f.name.startswith("joint") else 2
-            out[f.name] = x.reshape(*lead, *x.shape[x.dim() - trailing :])
-        return MotionState(**out)
 
 
 class MotionLibrary:
@@ -176,7 +155,7 @@ class MotionLibrary:
         start = self.clip_start[clip_ids]
         return start + f0, start + f1, alpha
 
-    def state(self, clip_ids: torch.Tensor, times: torch.Tensor) -> MotionState:
+    def state(self, clip_ids: torch.Tensor, times: torch.Tensor) -> BodyState:
         """Interpolated reference state of each (clip, time) pair, leading shape that of ``clip_ids``."""
         f0, f1, a = self._frame_index(clip_ids.reshape(-1), times.reshape(-1))
         x0, x1 = self._frames.index_select(0, f0), self._frames.index_select(0, f1)
@@ -189,9 +168,9 @@ class MotionLibrary:
         rows[:, quat] = torch.where((w == 0).unsqueeze(-1), q0, slerped).reshape(-1, 4 * nb)
         lead = tuple(clip_ids.shape)
         fields = {name: rows[:, cols].reshape(*lead, *self._shapes[name]) for name, cols in self._columns.items()}
-        return MotionState(**fields)
+        return BodyState(**fields)
 
-    def future_states(self, clip_ids: torch.Tensor, times: torch.Tensor, offsets: torch.Tensor) -> MotionState:
+    def future_states(self, clip_ids: torch.Tensor, times: torch.Tensor, offsets: torch.Tensor) -> BodyState:
         """States at ``times + offsets`` for K offsets (seconds), leading shape ``[N, K]``."""
         offsets = torch.as_tensor(offsets, dtype=torch.float32, device=self.device).reshape(1, -1)
         n, k = clip_ids.shape[0], offsets.shape[1]

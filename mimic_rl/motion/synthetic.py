@@ -35,6 +35,8 @@ class JointPattern:
     amplitude: float = 0.3
     frequency: float = 0.5
     phase: float = 0.0
+    radians: bool = False
+    """Take ``offset`` and ``amplitude`` as joint angles in radians instead of fractions of the range."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def joint_trajectories(kin: RobotKinematics, cfg: SyntheticMotionConfig, times: 
         if pattern is not None:
             # v in [-1, 1]: a fraction of the way from neutral to the upper (v > 0) or lower (v < 0) limit
             v = pattern.offset + pattern.amplitude * np.sin(2 * np.pi * pattern.frequency * times + pattern.phase)
-            q[:, j] = neutral[j] + np.where(v >= 0, v * up[j], v * down[j])
+            q[:, j] = v if pattern.radians else neutral[j] + np.where(v >= 0, v * up[j], v * down[j])
             continue
         freqs = rng.uniform(*cfg.frequency_range, size=cfg.num_harmonics)
         phases = rng.uniform(0, 2 * np.pi, size=cfg.num_harmonics)

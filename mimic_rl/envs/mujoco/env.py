@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import glob
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +25,9 @@ from tensordict import TensorDict
 
 from mimic_rl.envs.mujoco.physics import BatchedPhysics, DomainRandomization
 from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, robot_config
-from mimic_rl.motion import MotionClip, MotionLibrary, MotionState
+from mimic_rl.motion import BodyState, MotionClip, MotionLibrary
 from mimic_rl.rotations import quat_apply_inverse, quat_from_axis_angle, quat_mul
 from mimic_rl.tasks.tracking import (
-    BodyState,
     TerminationConfig,
     TrackingMetrics,
     TrackingRewardConfig,
@@ -72,6 +71,10 @@ class TrackingEnvConfig:
     reward: TrackingRewardConfig = field(default_factory=TrackingRewardConfig)
     termination: TerminationConfig = field(default_factory=TerminationConfig)
     randomization: DomainRandomization = field(default_factory=DomainRandomization)
+    action_offset: str = "default"
+    """PD targets are ``offset + action_scale * action``: ``"default"`` offsets from the default pose; ``"reference"``
+    from the reference's joint positions one policy step ahead (a residual policy: zero action tracks the reference
+    open-loop, so learning starts from feed-forward tracking and only has to add balance)."""
     reward_scale_by_dt: bool = True
     num_threads: int = 2
     """Physics threads (MuJoCo's rollout pool)."""
@@ -143,6 +146,8 @@ class MujocoTrackingEnv:
         self.last_actions = torch.zeros_like(self.actions)
         self._push_timer = torch.zeros(n, device=dev)
         self.metrics = TrackingMetrics(device=dev)
+        if cfg.action_offset not in ("default", "reference"):
+            raise ValueError(f"action_offset must be 'default' or 'reference', got {cfg.action_offset!r}")
         auto = 1 if self.device.type == "cpu" and self.num_envs <= 128 else None
         self._torch_threads = cfg.torch_threads if cfg.torch_threads is not None else auto
         self._future_offsets = torch.arange(cfg.num_future_frames, device=dev) * (cfg.future_stride * self.step_dt)
@@ -205,22 +210,13 @@ class MujocoTrackingEnv:
             body_ang_vel_w=body[..., 10:13],
         )
 
-    def _reference(self, clip_ids: torch.Tensor, times: torch.Tensor) -> tuple[MotionState, BodyState]:
+    def _reference(self, clip_ids: torch.Tensor, times: torch.Tensor) -> tuple[BodyState, BodyState]:
         """Future frames ``[M, K]`` and the current frame as a BodyState of the tracked bodies."""
         future = self.library.future_states(clip_ids, times, self._future_offsets)
-        idx = self._ref_body_idx
-        now = BodyState(
-            joint_pos=future.joint_pos[:, 0],
-            joint_vel=future.joint_vel[:, 0],
-            body_pos_w=future.body_pos_w[:, 0, idx],
-            body_quat_w=future.body_quat_w[:, 0, idx],
-            body_lin_vel_w=future.body_lin_vel_w[:, 0, idx],
-            body_ang_vel_w=future.body_ang_vel_w[:, 0, idx],
-        )
-        return future, now
+        return future, future.frame(0).select(self._ref_body_idx)
 
     # ------------------------------------------------------------------ observations
-    def _observations(self, robot: BodyState, future: MotionState, last_actions: torch.Tensor) -> TensorDict:
+    def _observations(self, robot: BodyState, future: BodyState, last_actions: torch.Tensor) -> TensorDict:
         a = self.anchor
         anchor_pos, anchor_quat = robot.body_pos_w[:, a], robot.body_quat_w[:, a]
         lin = quat_apply_inverse(anchor_quat, robot.body_lin_vel_w[:, a])
@@ -280,7 +276,7 @@ class MujocoTrackingEnv:
     def _rand(self, *shape: int) -> torch.Tensor:
         return torch.rand(*shape, device=self.device, generator=self._gen) * 2.0 - 1.0
 
-    def _reset_envs(self, env_ids: torch.Tensor, clip_ids: torch.Tensor, times: torch.Tensor, ref: MotionState) -> None:
+    def _reset_envs(self, env_ids: torch.Tensor, clip_ids: torch.Tensor, times: torch.Tensor, ref: BodyState) -> None:
         """Reference-state initialization of ``env_ids`` at (``clip_ids``, ``times``), whose state is ``ref``."""
         k = int(env_ids.numel())
         noise = self.cfg.init_noise
@@ -318,7 +314,7 @@ class MujocoTrackingEnv:
     def _reset_all(self) -> TensorDict:
         clip_ids, times = self.library.sample(self.num_envs, self.cfg.sampling_mode, self._gen)
         future, _ = self._reference(clip_ids, times)
-        first = _frame(future, 0)
+        first = future.frame(0)
         self._reset_envs(torch.arange(self.num_envs, device=self.device), clip_ids, times, first)
         self.actions.zero_()
         self.last_actions.zero_()
@@ -348,7 +344,7 @@ class MujocoTrackingEnv:
         if not bool(torch.isfinite(actions).all()):
             raise FloatingPointError("actions contain NaN or inf; the policy diverged")
         self.actions = actions.detach().to(self.device, torch.float32)
-        targets = self.default_joint_pos + self.action_scale * self.actions
+        targets = self._action_offset() + self.action_scale * self.actions
         self._push()
         self.physics.step(targets.cpu().double().numpy(), self.cfg.decimation)
         self.episode_length_buf += 1
@@ -379,7 +375,12 @@ class MujocoTrackingEnv:
         dones = terminated | time_outs
         values = tracking_metrics(robot, ref, self.root, self.end_effectors)
         self.metrics.update(values)
-        extras = {"time_outs": time_outs, "log": self._log(terms, term_terms, values, reward)}
+        body_error_mm = 1000.0 * (robot.body_pos_w - ref.body_pos_w).norm(dim=-1)
+        extras = {
+            "time_outs": time_outs,
+            "log": self._log(terms, term_terms, values, reward),
+            "tracking": {"terminated": terminated, "body_error_mm": body_error_mm, **values},
+        }
         reset_ids = dones.nonzero().squeeze(-1)
         k = int(reset_ids.numel())
         if k == 0:
@@ -390,12 +391,12 @@ class MujocoTrackingEnv:
             self.library.record_episode_ends(self.clip_ids[reset_ids], self.obs_time[reset_ids], terminated[reset_ids])
             new_clips, new_times = self.library.sample(k, self.cfg.sampling_mode, self._gen)
             fresh, _ = self._reference(new_clips, new_times)
-            self._reset_envs(reset_ids, new_clips, new_times, _frame(fresh, 0))
+            self._reset_envs(reset_ids, new_clips, new_times, fresh.frame(0))
             after = self._robot_state(reset_ids.cpu().numpy())
             # One pass: every env before the resets (rows < n), then the reset envs after them (rows >= n).
             both = self._observations(
-                _cat_states(robot, after),
-                _cat_motion(future, fresh),
+                BodyState.cat([robot, after]),
+                BodyState.cat([future, fresh]),
                 torch.cat((self.actions, self.actions.new_zeros(k, self.num_actions))),
             )
             extras["final_observations"] = both[:n]
@@ -404,6 +405,12 @@ class MujocoTrackingEnv:
         self.last_actions = torch.where(dones.unsqueeze(-1), 0.0, self.actions)  # a new episode has no last action
         self._obs = obs
         return obs, reward, dones, extras
+
+    def _action_offset(self) -> torch.Tensor:
+        if self.cfg.action_offset == "default":
+            return self.default_joint_pos
+        ref = self.library.state(self.clip_ids, self.motion_time + self.step_dt)
+        return ref.joint_pos
 
     def _push(self) -> None:
         if not self.cfg.randomization.enabled or self.cfg.randomization.push_velocity <= 0:
@@ -428,19 +435,37 @@ class MujocoTrackingEnv:
         log["reward/total"] = reward.mean()
         return log
 
+    def state_dict(self) -> dict[str, Any]:
+        """Everything that determines the env's future: physics states, episode bookkeeping and random streams."""
+        return {
+            "physics_state": self.physics.state.copy(),
+            "sensordata": self.physics.sensordata.copy(),
+            "variant_of_env": self.physics.variant_of_env.copy(),
+            "physics_rng": self.physics.rng.bit_generator.state,
+            "generator": self._gen.get_state(),
+            "adaptive_failures": self.library.adaptive.failures.clone(),
+            "obs": self._obs.clone(),
+            **{k: getattr(self, k).clone() for k in _ENV_TENSORS},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict()`` (the env must have been built with the same config)."""
+        if state["physics_state"].shape != self.physics.state.shape:
+            raise ValueError(f"env state is for {state['physics_state'].shape[0]} envs, this env has {self.num_envs}")
+        self.physics.state[:] = state["physics_state"]
+        self.physics.sensordata[:] = state["sensordata"]
+        self.physics.variant_of_env[:] = state["variant_of_env"]
+        self.physics.assign_variants(np.arange(0), self.physics.variant_of_env)
+        self.physics.rng.bit_generator.state = state["physics_rng"]
+        self._gen.set_state(state["generator"])
+        self.library.adaptive.failures.copy_(state["adaptive_failures"])
+        for k in _ENV_TENSORS:
+            getattr(self, k).copy_(state[k])
+        self._obs = state["obs"].clone() if "obs" in state else self._obs
+
     def close(self) -> None:
         """Release the physics thread pool."""
         self.physics.close()
 
 
-def _frame(state: MotionState, k: int) -> MotionState:
-    """Frame ``k`` of a ``[M, K]`` MotionState."""
-    return MotionState(**{f.name: getattr(state, f.name)[:, k] for f in fields(state)})
-
-
-def _cat_motion(a: MotionState, b: MotionState) -> MotionState:
-    return MotionState(**{f.name: torch.cat((getattr(a, f.name), getattr(b, f.name))) for f in fields(a)})
-
-
-def _cat_states(a: BodyState, b: BodyState) -> BodyState:
-    return BodyState(**{f.name: torch.cat((getattr(a, f.name), getattr(b, f.name))) for f in fields(a)})
+_ENV_TENSORS = ("episode_length_buf", "clip_ids", "motion_time", "obs_time", "actions", "last_actions", "_push_timer")

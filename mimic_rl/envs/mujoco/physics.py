@@ -76,9 +76,16 @@ class BatchedPhysics:
         m.actuator_biasprm[:, 1:3] *= scale
         return m
 
-    def assign_variants(self, env_ids: np.ndarray) -> None:
-        """Give each env in ``env_ids`` a random model variant (variant 0 is the nominal model)."""
-        self.variant_of_env[env_ids] = self.rng.integers(0, len(self.variants), size=len(env_ids))
+    def assign_variants(self, env_ids: np.ndarray, variants: np.ndarray | None = None) -> None:
+        """Give each env in ``env_ids`` a random model variant (variant 0 is the nominal model).
+
+        With ``variants`` (one per env), set all envs' variants to those instead (restoring a saved state).
+        """
+        if variants is None:
+            self.variant_of_env[env_ids] = self.rng.integers(0, len(self.variants), size=len(env_ids))
+        else:
+            self.variant_of_env[:] = variants
+            env_ids = np.arange(self.num_envs)
         for i in env_ids:
             self._models[i] = self.variants[self.variant_of_env[i]]
 
@@ -93,28 +100,17 @@ class BatchedPhysics:
             self._out_state = np.empty((n, nstep, self.nstate))
             self._out_sensor = np.empty((n, nstep, self.model.nsensordata))
         control = np.ascontiguousarray(np.broadcast_to(ctrl[:, None, :], (n, nstep, ctrl.shape[1])))
-        if self._pool is not None:
-            self._pool.rollout(
-                self._models,
-                self._datas,
-                self.state,
-                control,
-                nstep=nstep,
-                state=self._out_state,
-                sensordata=self._out_sensor,
-                skip_checks=True,
-            )
-        else:
-            rollout.rollout(
-                self._models,
-                self._datas,
-                self.state,
-                control,
-                nstep=nstep,
-                state=self._out_state,
-                sensordata=self._out_sensor,
-                skip_checks=True,
-            )
+        run = self._pool.rollout if self._pool is not None else rollout.rollout
+        run(
+            self._models,
+            self._datas,
+            self.state,
+            control,
+            nstep=nstep,
+            state=self._out_state,
+            sensordata=self._out_sensor,
+            skip_checks=True,
+        )
         self.state[:] = self._out_state[:, -1]
         self.sensordata[:] = self._out_sensor[:, -1]
         return self.sensordata

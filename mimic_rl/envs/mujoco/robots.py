@@ -82,6 +82,7 @@ def humanoid28_config() -> RobotConfig:
         mjcf=str(ASSETS / "humanoid28.xml"),
         anchor_body="pelvis",
         end_effectors=("right_hand", "left_hand", "right_foot", "left_foot"),
+        action_scale=0.5,
         clip_convention="humanoid28_amp",
     )
 

@@ -1,0 +1,168 @@
+"""Typed configs loaded from YAML: nested dataclasses, where an unknown key is an error that names it.
+
+``TrainConfig`` is one training run: the runner's settings, the env (``TrackingEnvConfig``), and the algorithm,
+actor and critic arguments (plain dicts, checked against ``MMPPO``, ``Actor`` and ``Critic``'s signatures, so there is
+one source of truth for their defaults). ``load_config`` reads a YAML file (or a built-in name from ``configs/``),
+``save_config`` writes the resolved config that every run keeps beside its checkpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mimic_rl.envs.mujoco.env import TrackingEnvConfig
+
+__all__ = [
+    "CONFIG_DIR",
+    "ConfigError",
+    "RunnerConfig",
+    "TrainConfig",
+    "from_dict",
+    "load_config",
+    "save_config",
+    "to_dict",
+]
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+class ConfigError(ValueError):
+    """A config value or key is wrong; the message gives its dotted path."""
+
+
+@dataclass
+class RunnerConfig:
+    """How long to train, how often to save and log, and where."""
+
+    num_steps_per_env: int = 24
+    max_iterations: int = 1500
+    time_budget_s: float | None = None
+    """Stop after this many seconds of training (checked after each iteration); None: no limit."""
+    save_interval: int = 100
+    seed: int = 0
+    device: str = "cpu"
+    logger: str = "tensorboard"
+    """``tensorboard``, ``wandb`` (when installed) or ``none``; a JSON-lines log is always written."""
+    wandb_project: str | None = None
+
+
+@dataclass
+class TrainConfig:
+    """A training run: runner, env, algorithm (MMPPO arguments), actor and critic (model arguments)."""
+
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+    env: TrackingEnvConfig = field(default_factory=TrackingEnvConfig)
+    algorithm: dict[str, Any] = field(default_factory=dict)
+    actor: dict[str, Any] = field(default_factory=dict)
+    critic: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> TrainConfig:
+        """Check the algorithm, actor and critic keys against the classes they configure."""
+        from mimic_rl.algorithms.ppo import MMPPO
+        from mimic_rl.models.actor_critic import Actor, Critic, ReferenceModel
+        from mimic_rl.utils import check_kwargs
+
+        try:
+            check_kwargs(
+                MMPPO.__init__, self.algorithm, "algorithm", ("actor", "critic", "storage", "device", "multi_gpu_cfg")
+            )
+            check_kwargs(
+                (Actor.__init__, ReferenceModel.__init__),
+                self.actor,
+                "actor",
+                ("obs_dim", "num_actions", "ref_shape", "output_dim"),
+            )
+            check_kwargs(
+                (Critic.__init__, ReferenceModel.__init__),
+                self.critic,
+                "critic",
+                ("obs_dim", "ref_shape", "output_dim"),
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return self
+
+
+def _is_dataclass_type(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _convert(value: Any, tp: Any, path: str) -> Any:
+    """Coerce a YAML value to the annotated type ``tp`` (dataclasses recursively, tuples from lists)."""
+    origin = typing.get_origin(tp)
+    if _is_dataclass_type(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: expected a mapping for {tp.__name__}, got {type(value).__name__}")
+        return from_dict(tp, value, path)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return _convert(value, args[0], path) if len(args) == 1 else value
+    if origin is tuple and isinstance(value, list | tuple):
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(v, args[0], path) for v in value)
+        return tuple(_convert(v, a, path) for v, a in zip(value, args))
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp in (int, float, str, bool) and not isinstance(value, tp):
+        raise ConfigError(f"{path}: expected {tp.__name__}, got {value!r}")
+    return value
+
+
+def from_dict(cls: type, data: dict[str, Any], path: str = "") -> Any:
+    """Build dataclass ``cls`` from ``data``; unknown keys raise ``ConfigError`` naming the key and the allowed ones."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        where = f"{path}." if path else ""
+        raise ConfigError(f"unknown config key {where}{unknown[0]!r} in {cls.__name__}; allowed keys: {sorted(names)}")
+    kwargs = {k: _convert(v, hints[k], f"{path}.{k}" if path else k) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def to_dict(obj: Any) -> Any:
+    """A dataclass (recursively) as plain YAML-friendly data (tuples become lists)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {k: to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_dict(v) for v in obj]
+    return obj
+
+
+def load_config(source: str | Path | dict[str, Any]) -> TrainConfig:
+    """A validated ``TrainConfig`` from a YAML path, a built-in name (``configs/<name>.yaml``) or a dict."""
+    if isinstance(source, dict):
+        data = source
+    else:
+        path = Path(source)
+        if not path.suffix and not path.exists():
+            path = CONFIG_DIR / f"{source}.yaml"
+        if not path.is_file():
+            names = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+            raise FileNotFoundError(f"config {source!r} not found (a YAML path, or one of {names})")
+        data = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping at the top level")
+    return from_dict(TrainConfig, data).validate()
+
+
+def save_config(cfg: TrainConfig, path: str | Path) -> Path:
+    """Write the resolved config as YAML."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    return path

@@ -1,0 +1,162 @@
+"""Deployable policies: ``policy.onnx``, ``policy.pt`` (TorchScript) and ``policy.json`` (what a robot needs).
+
+The exported graph is the actor's deterministic output: observation normalization, the reference encoder (with the
+mask) and the trunk. Inputs: ``policy`` ``[B, D]`` float32, and for reference-conditioned policies ``reference``
+``[B, K, F]`` float32 and ``reference_mask`` ``[B]`` bool. Output: ``actions`` ``[B, A]``; the metadata's
+``pd_target`` says how they become joint targets (from the default pose, or from the reference pose one control step
+ahead when the policy was trained with ``action_offset: reference``). ``export_policy`` checks both files against
+torch on random inputs (TorchScript always, ONNX through onnxruntime when it is installed) and fails on a mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from mimic_rl.models.actor_critic import Actor
+
+__all__ = ["ExportedPolicy", "export_policy", "policy_metadata"]
+
+
+class ExportedPolicy(nn.Module):
+    """The actor's deterministic forward pass as a self-contained module (a copy, in eval mode, on the CPU)."""
+
+    def __init__(self, actor: Actor) -> None:
+        super().__init__()
+        if actor.is_recurrent:
+            raise NotImplementedError("export of recurrent policies (hidden-state inputs) is not supported yet")
+        import copy
+
+        self.actor = copy.deepcopy(actor).cpu().eval()
+        self.has_reference = actor.ref_shape is not None
+
+    def forward(
+        self, policy: torch.Tensor, reference: torch.Tensor | None = None, reference_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Actions ``[B, A]``."""
+        return self.actor(policy, reference, reference_mask)
+
+
+def _example_inputs(actor: Actor, batch: int = 4, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    policy = torch.randn(batch, actor.obs_dim, generator=g)
+    if actor.ref_shape is None:
+        return (policy,)
+    reference = torch.randn(batch, *actor.ref_shape, generator=g)
+    mask = torch.ones(batch, dtype=torch.bool)
+    mask[0] = False  # exercise the no-reference path too
+    return policy, reference, mask
+
+
+def policy_metadata(actor: Actor, env: Any | None = None, **extra: Any) -> dict[str, Any]:
+    """What a deployment needs besides the graph: the obs layout, joint names, default pose and action scale."""
+    meta: dict[str, Any] = {
+        "inputs": {"policy": [actor.obs_dim]},
+        "outputs": {"actions": [actor.num_actions]},
+        "actor_cfg": actor.config,
+    }
+    if actor.ref_shape is not None:
+        meta["inputs"].update(reference=list(actor.ref_shape), reference_mask=[])
+    if env is not None:
+        meta.update(
+            robot=getattr(getattr(env, "robot", None), "name", None),
+            joint_names=list(getattr(env, "joint_names", [])),
+            default_joint_pos=env.default_joint_pos.cpu().tolist() if hasattr(env, "default_joint_pos") else None,
+            action_scale=env.action_scale.cpu().tolist() if hasattr(env, "action_scale") else None,
+            control_dt=getattr(env, "step_dt", None),
+            action_offset=getattr(getattr(env, "cfg", None), "action_offset", "default"),
+            pd_target=(
+                "reference_joint_pos(t + control_dt) + action_scale * actions"
+                if getattr(getattr(env, "cfg", None), "action_offset", "default") == "reference"
+                else "default_joint_pos + action_scale * actions"
+            ),
+            observation_layout=_layout(env),
+        )
+    meta.update(extra)
+    return meta
+
+
+def _layout(env: Any) -> dict[str, Any]:
+    j, a = len(getattr(env, "joint_names", [])), getattr(env, "num_actions", 0)
+    cfg = getattr(env, "cfg", None)
+    return {
+        "policy": [
+            ["joint_pos - default_joint_pos", j],
+            ["joint_vel", j],
+            ["anchor_lin_vel_b", 3],
+            ["anchor_ang_vel_b", 3],
+            ["projected_gravity_b", 3],
+            ["last_action", a],
+        ],
+        "reference_frame": [
+            ["ref_joint_pos", j],
+            ["ref_joint_vel", j],
+            ["ref_anchor_pos_in_robot_anchor", 3],
+            ["ref_anchor_ori_in_robot_anchor_6d", 6],
+        ],
+        "num_future_frames": getattr(cfg, "num_future_frames", None),
+        "future_stride_steps": getattr(cfg, "future_stride", None),
+        "anchor_body": getattr(getattr(env, "robot", None), "anchor_body", None),
+    }
+
+
+def export_policy(
+    actor: Actor, output_dir: str | Path, metadata: dict[str, Any] | None = None, onnx: bool = True, atol: float = 1e-5
+) -> dict[str, Path]:
+    """Write ``policy.pt`` (TorchScript), ``policy.onnx`` and ``policy.json``; verify them against torch."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    module = ExportedPolicy(actor)
+    inputs = _example_inputs(actor)
+    paths: dict[str, Path] = {}
+    scripted = torch.jit.trace(module, inputs, check_trace=False)
+    paths["torchscript"] = out / "policy.pt"
+    scripted.save(str(paths["torchscript"]))
+    fresh = _example_inputs(actor, batch=7, seed=1)
+    errors = {}
+    with torch.no_grad():
+        reference = module(*fresh)
+        errors["torchscript"] = _check(
+            "TorchScript", torch.jit.load(str(paths["torchscript"]))(*fresh), reference, atol
+        )
+    if onnx:
+        paths["onnx"] = out / "policy.onnx"
+        names = ["policy", "reference", "reference_mask"][: len(inputs)]
+        torch.onnx.export(
+            module,
+            inputs,
+            str(paths["onnx"]),
+            input_names=names,
+            output_names=["actions"],
+            dynamic_axes={n: {0: "batch"} for n in [*names, "actions"]},
+            dynamo=False,
+        )
+        runtime = _onnx_outputs(paths["onnx"], names, fresh)
+        if runtime is not None:
+            errors["onnx"] = _check("ONNX (onnxruntime)", torch.from_numpy(runtime), reference, atol)
+    meta = {**(metadata or policy_metadata(actor)), "files": {k: p.name for k, p in paths.items()}}
+    meta["check"] = {"atol": atol, "max_abs_error_vs_torch": errors, "inputs": "7 random rows, one without reference"}
+    paths["metadata"] = out / "policy.json"
+    paths["metadata"].write_text(json.dumps(meta, indent=2))
+    return paths
+
+
+def _onnx_outputs(path: Path, names: list[str], inputs: tuple[torch.Tensor, ...]) -> Any:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feed = {n: x.numpy() for n, x in zip(names, inputs)}
+    return session.run(["actions"], feed)[0]
+
+
+def _check(what: str, got: torch.Tensor, expected: torch.Tensor, atol: float) -> float:
+    err = float((got - expected).abs().max())
+    if not err <= atol:
+        raise RuntimeError(f"exported {what} policy differs from torch by {err:.3g} (> {atol})")
+    return err

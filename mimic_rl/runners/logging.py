@@ -1,0 +1,96 @@
+"""Training logs: a JSON-lines file (always), TensorBoard or wandb, and a console progress line."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RunLogger", "format_duration"]
+
+
+def format_duration(seconds: float) -> str:
+    """``1h02m03s`` / ``2m03s`` / ``3s``."""
+    seconds = max(0, int(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+class RunLogger:
+    """Writes scalars per iteration to ``metrics.jsonl`` and to TensorBoard / wandb; prints one line per iteration."""
+
+    def __init__(
+        self,
+        log_dir: str | Path,
+        backend: str = "tensorboard",
+        project: str | None = None,
+        config: dict[str, Any] | None = None,
+        enabled: bool = True,
+    ) -> None:
+        self.enabled = enabled
+        self.log_dir = Path(log_dir)
+        self.writer = None
+        self.wandb = None
+        if not enabled:
+            return
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._jsonl = open(self.log_dir / "metrics.jsonl", "a")  # noqa: SIM115 (kept open for the run)
+        if backend == "tensorboard":
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.writer = SummaryWriter(log_dir=str(self.log_dir))
+            except ImportError:
+                print("warning: tensorboard is not installed; logging to metrics.jsonl only")
+        elif backend == "wandb":
+            try:
+                import wandb
+
+                self.wandb = wandb.init(project=project or "mimic_rl", dir=str(self.log_dir), config=config)
+            except ImportError:
+                print("warning: wandb is not installed (pip install wandb); logging to metrics.jsonl only")
+        elif backend != "none":
+            raise ValueError(f"logger must be 'tensorboard', 'wandb' or 'none', got {backend!r}")
+
+    def log(self, iteration: int, scalars: dict[str, float]) -> None:
+        """Record one iteration's scalars."""
+        if not self.enabled:
+            return
+        clean = {k: float(v) for k, v in scalars.items() if v is not None and math.isfinite(float(v))}
+        self._jsonl.write(json.dumps({"iteration": iteration, "time": time.time(), **clean}) + "\n")
+        self._jsonl.flush()
+        if self.writer is not None:
+            for key, value in clean.items():
+                self.writer.add_scalar(key, value, iteration)
+        if self.wandb is not None:
+            self.wandb.log(clean, step=iteration)
+
+    def print_line(self, iteration: int, total: int, scalars: dict[str, float], eta_s: float) -> None:
+        """One console line: iteration, steps/s, reward, episode length, tracking metrics, ETA."""
+        if not self.enabled:
+            return
+
+        def get(key: str, fmt: str) -> str:
+            value = scalars.get(key)
+            return format(value, fmt) if value is not None and math.isfinite(value) else "-"
+
+        print(
+            f"it {iteration:5d}/{total}  {get('perf/steps_per_s', '7.0f')} steps/s  "
+            f"reward {get('train/episode_reward', '8.3f')}  ep len {get('train/episode_length', '6.1f')}  "
+            f"MPJPE {get('metrics/mpjpe_mm', '6.1f')} mm  root-rel {get('metrics/root_mpjpe_mm', '6.1f')} mm  "
+            f"success {get('train/success_rate', '4.2f')}  ETA {format_duration(eta_s)}",
+            flush=True,
+        )
+
+    def close(self) -> None:
+        """Flush and close the writers."""
+        if not self.enabled:
+            return
+        self._jsonl.close()
+        if self.writer is not None:
+            self.writer.close()
+        if self.wandb is not None:
+            self.wandb.finish()

@@ -1,0 +1,217 @@
+"""OnPolicyRunner: builds the env and MMPPO from a ``TrainConfig``, collects, updates, logs and checkpoints.
+
+Collection runs under ``torch.inference_mode``. Time-outs bootstrap from the env's ``final_observations``; AMP, RND
+and DAgger run when the algorithm config has them. Checkpoints are written atomically and hold everything an exact
+resume needs (models, optimizers, normalizers, the env's and every random generator's state), so on the CPU
+N iterations plus a resume of N more equal 2N iterations bitwise. Under ``torchrun`` only rank 0 logs and saves.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mimic_rl.algorithms.distributed import init_distributed, multi_gpu_config_from_env
+from mimic_rl.algorithms.ppo import MMPPO
+from mimic_rl.config import TrainConfig, save_config, to_dict
+from mimic_rl.runners.checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
+from mimic_rl.runners.logging import RunLogger
+
+__all__ = ["OnPolicyRunner", "make_env", "seed_everything"]
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def make_env(cfg: TrainConfig, rank: int = 0) -> Any:
+    """The tracking env of ``cfg`` (each distributed rank gets its own seed)."""
+    from mimic_rl.envs.mujoco import MujocoTrackingEnv
+
+    env_cfg = copy.deepcopy(cfg.env)
+    env_cfg.seed = cfg.env.seed + rank
+    env_cfg.device = cfg.runner.device
+    return MujocoTrackingEnv(env_cfg)
+
+
+class OnPolicyRunner:
+    """Trains MMPPO on a vectorized env; ``learn()`` runs iterations, ``save()`` / ``load()`` checkpoint."""
+
+    def __init__(self, cfg: TrainConfig, log_dir: str | Path | None = None, env: Any | None = None) -> None:
+        self.cfg = cfg
+        self.multi_gpu = multi_gpu_config_from_env()
+        self.rank = self.multi_gpu.global_rank if self.multi_gpu else 0
+        device = torch.device(cfg.runner.device)
+        if self.multi_gpu is not None and device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", self.multi_gpu.local_rank)  # one GPU per local rank
+            cfg.runner.device = str(device)
+        self.device = device
+        if self.multi_gpu is not None:
+            init_distributed(self.multi_gpu, self.device)
+        seed_everything(cfg.runner.seed + self.rank)
+        self.env = env if env is not None else make_env(cfg, self.rank)
+        obs = self.env.get_observations()
+        alg_cfg = {
+            "algorithm": dict(cfg.algorithm),
+            "actor": dict(cfg.actor),
+            "critic": dict(cfg.critic),
+            "num_steps_per_env": cfg.runner.num_steps_per_env,
+            "multi_gpu": None if self.multi_gpu is None else vars(self.multi_gpu),
+        }
+        self.alg = MMPPO.construct_algorithm(obs, self.env, alg_cfg, self.device)
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.is_main = self.rank == 0 and self.log_dir is not None
+        if self.is_main:
+            save_config(cfg, self.log_dir / "config.yaml")
+        self.logger = RunLogger(
+            self.log_dir or ".", cfg.runner.logger, cfg.runner.wandb_project, to_dict(cfg), enabled=self.is_main
+        )
+        self.iteration = 0
+        self.total_steps = 0
+        self.total_time = 0.0
+        n = self.env.num_envs
+        self._episode_reward = torch.zeros(n, device=self.device)
+        self._episode_length = torch.zeros(n, device=self.device)
+        self._rewards: deque[float] = deque(maxlen=200)
+        self._lengths: deque[float] = deque(maxlen=200)
+
+    # ------------------------------------------------------------------ training
+    def learn(self, num_iterations: int | None = None) -> dict[str, float]:
+        """Run ``num_iterations`` (default: the config's ``max_iterations``) or until the time budget is spent."""
+        total = num_iterations if num_iterations is not None else self.cfg.runner.max_iterations
+        budget = self.cfg.runner.time_budget_s
+        start_iteration, start_time = self.iteration, time.time()
+        obs = self.env.get_observations().to(self.device)
+        self.alg.train_mode()
+        last: dict[str, float] = {}
+        for _ in range(total):
+            t0 = time.time()
+            logs: dict[str, torch.Tensor] = {}
+            ended_terminated = []
+            with torch.inference_mode():
+                for _ in range(self.cfg.runner.num_steps_per_env):
+                    actions = self.alg.act(obs)
+                    obs, rewards, dones, extras = self.env.step(actions)
+                    self.alg.process_env_step(obs, rewards, dones, extras)
+                    for key, value in extras.get("log", {}).items():
+                        logs[key] = logs.get(key, 0.0) + value
+                    self._track_episodes(rewards, dones, extras, ended_terminated)
+                self.alg.compute_returns(obs)
+            collect_time = time.time() - t0
+            losses = self.alg.update()
+            learn_time = time.time() - t0 - collect_time
+            self.iteration += 1
+            steps = self.env.num_envs * self.cfg.runner.num_steps_per_env
+            self.total_steps += steps * (self.multi_gpu.world_size if self.multi_gpu else 1)
+            self.total_time += time.time() - t0
+            last = self._log(
+                logs, losses, ended_terminated, steps, collect_time, learn_time, start_iteration, total, start_time
+            )
+            if self.is_main and self.iteration % self.cfg.runner.save_interval == 0:
+                self.save(self.log_dir / f"model_{self.iteration}.pt")
+            if budget is not None and time.time() - start_time >= budget:
+                break
+        if self.is_main:
+            self.save(self.log_dir / f"model_{self.iteration}.pt")
+        return last
+
+    def _track_episodes(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict, terminated: list) -> None:
+        self._episode_reward += rewards
+        self._episode_length += 1
+        if bool(dones.any()):
+            ids = dones.nonzero().squeeze(-1)
+            self._rewards.extend(self._episode_reward[ids].tolist())
+            self._lengths.extend(self._episode_length[ids].tolist())
+            time_outs = extras.get("time_outs")
+            if time_outs is not None:
+                terminated.extend((~time_outs[ids]).tolist())
+            self._episode_reward[ids] = 0.0
+            self._episode_length[ids] = 0.0
+
+    def _log(self, logs, losses, terminated, steps, collect_time, learn_time, start_iteration, total, start_time):
+        t = self.cfg.runner.num_steps_per_env
+        scalars = {f"env/{k}" if "/" not in k else k: float(v) / t for k, v in logs.items()}
+        scalars.update({f"loss/{k}": v for k, v in losses.items()})
+        scalars.update(self.alg.collection_logs())
+        scalars["perf/steps_per_s"] = steps / max(1e-9, collect_time + learn_time)
+        scalars["perf/collection_time"] = collect_time
+        scalars["perf/learning_time"] = learn_time
+        scalars["perf/total_steps"] = self.total_steps
+        scalars["perf/wall_time"] = self.total_time
+        if self._rewards:
+            scalars["train/episode_reward"] = float(np.mean(self._rewards))
+            scalars["train/episode_length"] = float(np.mean(self._lengths))
+        if terminated:
+            scalars["train/success_rate"] = 1.0 - float(np.mean(terminated))
+        done = self.iteration - start_iteration
+        per_iteration = (time.time() - start_time) / max(1, done)
+        remaining = total - done
+        if self.cfg.runner.time_budget_s is not None:
+            remaining = min(remaining, (self.cfg.runner.time_budget_s - (time.time() - start_time)) / per_iteration)
+        self.logger.log(self.iteration, scalars)
+        self.logger.print_line(self.iteration, start_iteration + total, scalars, remaining * per_iteration)
+        return scalars
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The full checkpoint: resolved config, algorithm, env, random states and counters."""
+        state = self.alg.save()
+        state.update(
+            iteration=self.iteration,
+            total_steps=self.total_steps,
+            total_time=self.total_time,
+            config=to_dict(self.cfg),
+            rng=capture_rng_state(),
+            algorithm_runtime=self.alg.runtime_state_dict(),
+            runner={"episode_reward": self._episode_reward.clone(), "episode_length": self._episode_length.clone()},
+        )
+        if hasattr(self.env, "state_dict"):
+            state["env_state"] = self.env.state_dict()
+        return state
+
+    def save(self, path: str | Path) -> Path:
+        """Write a checkpoint atomically (a crash mid-save leaves the previous file intact)."""
+        return save_checkpoint(self.state_dict(), path)
+
+    def load(self, path: str | Path, load_optimizer: bool = True, resume: bool = True) -> dict[str, Any]:
+        """Load a checkpoint; with ``resume``, also the env, random states and counters (an exact continuation)."""
+        state = load_checkpoint(path, self.device)
+        load_cfg = {
+            "actor": True,
+            "critic": True,
+            "optimizer": load_optimizer,
+            "iteration": resume,
+            "rnd": True,
+            "amp": True,
+        }
+        self.alg.load(state, load_cfg, strict=True)
+        if resume:
+            self.iteration = int(state.get("iteration", 0))
+            self.total_steps = int(state.get("total_steps", 0))
+            self.total_time = float(state.get("total_time", 0.0))
+            if "algorithm_runtime" in state:
+                self.alg.load_runtime_state_dict(state["algorithm_runtime"])
+            if "env_state" in state and hasattr(self.env, "load_state_dict"):
+                self.env.load_state_dict(state["env_state"])
+            if "runner" in state:
+                self._episode_reward.copy_(state["runner"]["episode_reward"])
+                self._episode_length.copy_(state["runner"]["episode_length"])
+            if "rng" in state:
+                restore_rng_state(state["rng"])
+        return state
+
+    def close(self) -> None:
+        """Close the logger and the env."""
+        self.logger.close()
+        if hasattr(self.env, "close"):
+            self.env.close()

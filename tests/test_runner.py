@@ -1,0 +1,190 @@
+"""The main job: runner smoke tests, bitwise resume, crash-safe checkpoints, export, CLI, strict configs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+
+from mimic_rl.cli import main
+from mimic_rl.config import ConfigError, TrainConfig, load_config
+from mimic_rl.envs import PointMassTrackingEnv
+from mimic_rl.export import export_policy
+from mimic_rl.runners import OnPolicyRunner, load_checkpoint, save_checkpoint
+
+
+def small_cfg(data_dir=None, **runner) -> TrainConfig:
+    cfg = load_config("tracking_ppo")
+    cfg.runner.num_steps_per_env = 8
+    cfg.runner.time_budget_s = None
+    cfg.runner.logger = "none"
+    cfg.runner.save_interval = 1000
+    for key, value in runner.items():
+        setattr(cfg.runner, key, value)
+    cfg.env.num_envs = 4
+    if data_dir is not None:
+        cfg.env.motions = [str(data_dir / "motions/humanoid28/humanoid_walk.npz")]
+    cfg.algorithm.update(num_mini_batches=2, num_learning_epochs=2)
+    cfg.actor.update(hidden_dims=[32, 32])
+    cfg.critic.update(hidden_dims=[32, 32])
+    return cfg
+
+
+def test_runner_smoke_on_the_toy_env(tmp_path):
+    cfg = small_cfg()
+    cfg.actor = {"hidden_dims": [32], "init_noise_std": 0.5}
+    cfg.critic = {"hidden_dims": [32]}
+    env = PointMassTrackingEnv(num_envs=8)
+    runner = OnPolicyRunner(cfg, log_dir=tmp_path, env=env)
+    out = runner.learn(3)
+    assert runner.iteration == 3 and "loss/surrogate" in out and out["perf/total_steps"] == 3 * 8 * 8
+    assert (tmp_path / "model_3.pt").is_file() and (tmp_path / "config.yaml").is_file()
+    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 3
+
+
+def test_runner_smoke_on_the_mujoco_env(tmp_path, data_dir):
+    cfg = small_cfg(data_dir, logger="tensorboard")
+    runner = OnPolicyRunner(cfg, log_dir=tmp_path)
+    out = runner.learn(2)
+    runner.close()
+    assert {"metrics/root_mpjpe_mm", "reward/body_pos", "loss/value"} <= set(out)
+    state = load_checkpoint(tmp_path / "model_2.pt")
+    assert state["iteration"] == 2 and state["config"]["env"]["num_envs"] == 4 and "env_state" in state
+    assert any(p.name.startswith("events.out.tfevents") for p in tmp_path.iterdir())
+    assert load_config(tmp_path / "config.yaml").env.num_envs == 4  # the resolved config reloads
+
+
+def _params(runner):
+    return {
+        **{f"a.{k}": v for k, v in runner.alg.actor.state_dict().items()},
+        **{f"c.{k}": v for k, v in runner.alg.critic.state_dict().items()},
+    }
+
+
+def test_resume_is_bitwise_identical_to_training_straight_through(tmp_path, data_dir):
+    straight = OnPolicyRunner(small_cfg(data_dir), log_dir=tmp_path / "a")
+    straight.learn(4)
+    first = OnPolicyRunner(small_cfg(data_dir), log_dir=tmp_path / "b")
+    first.learn(2)
+    first.close()
+    resumed = OnPolicyRunner(small_cfg(data_dir), log_dir=tmp_path / "c")
+    resumed.load(tmp_path / "b" / "model_2.pt")
+    resumed.learn(2)
+    assert resumed.iteration == straight.iteration == 4
+    a, b = _params(straight), _params(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])]
+    assert straight.alg.learning_rate == resumed.alg.learning_rate
+    assert (straight.env.physics.state == resumed.env.physics.state).all()
+
+
+def test_an_exception_mid_save_leaves_the_previous_checkpoint_loadable(tmp_path, monkeypatch):
+    path = tmp_path / "model_1.pt"
+    save_checkpoint({"iteration": 1, "w": torch.arange(5.0)}, path)
+
+    def broken_save(obj, f, *args, **kwargs):
+        f.write(b"partial garbage")
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(torch, "save", broken_save)
+    with pytest.raises(RuntimeError, match="disk full"):
+        save_checkpoint({"iteration": 2, "w": torch.zeros(5)}, path)
+    monkeypatch.undo()
+    state = load_checkpoint(path)
+    assert state["iteration"] == 1 and torch.equal(state["w"], torch.arange(5.0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model_1.pt"]  # no temporary file left behind
+
+
+def test_onnx_and_torchscript_equal_torch(tmp_path, data_dir):
+    runner = OnPolicyRunner(small_cfg(data_dir), log_dir=None)
+    runner.learn(1)  # non-trivial normalizer statistics
+    actor = runner.alg.actor
+    paths = export_policy(actor, tmp_path)
+    obs = runner.env.get_observations()
+    with torch.no_grad():
+        expected = actor(obs["policy"], obs["reference"], obs["reference_mask"])
+    scripted = torch.jit.load(str(paths["torchscript"]))
+    torch.testing.assert_close(
+        scripted(obs["policy"], obs["reference"], obs["reference_mask"]), expected, atol=1e-5, rtol=0
+    )
+    ort = pytest.importorskip("onnxruntime")
+    session = ort.InferenceSession(str(paths["onnx"]), providers=["CPUExecutionProvider"])
+    feed = {
+        "policy": obs["policy"].numpy(),
+        "reference": obs["reference"].numpy(),
+        "reference_mask": obs["reference_mask"].numpy(),
+    }
+    torch.testing.assert_close(torch.from_numpy(session.run(["actions"], feed)[0]), expected, atol=1e-5, rtol=0)
+    meta = json.loads(paths["metadata"].read_text())
+    assert meta["inputs"]["reference"] == list(obs["reference"].shape[1:])
+
+
+def test_cli_end_to_end(tmp_path, data_dir):
+    run = tmp_path / "run"
+    code = main(
+        [
+            "train",
+            "--num-envs",
+            "4",
+            "--iterations",
+            "2",
+            "--log-dir",
+            str(run),
+            "--logger",
+            "none",
+            "--eval-envs",
+            "2",
+            "--motion",
+            str(data_dir / "motions/humanoid28/humanoid_run.npz"),
+        ]
+    )
+    assert code == 0
+    checkpoint = run / "model_2.pt"
+    evaluation = json.loads((run / "eval.json").read_text())
+    clip = evaluation["clips"][0]
+    assert clip["name"] == "humanoid_run" and clip["num_envs"] == 2 and 0 <= clip["success_rate"] <= 1
+    assert clip["mpjpe_mm"] > 0 and len(clip["per_body_mpjpe_mm"]) == 15 and clip["over_time"]["mpjpe_mm"]
+    for png in ("per_body_error.png", "error_over_time.png", "success_per_clip.png", "training_curves.png"):
+        assert (run / "plots" / png).stat().st_size > 5000
+    assert main(["eval", "--checkpoint", str(checkpoint), "--output", str(tmp_path / "e.json"), "--num-envs", "2"]) == 0
+    assert main(["plot", str(tmp_path / "e.json"), "--output", str(tmp_path / "plots")]) == 0
+    assert (tmp_path / "plots" / "training_curves.png").stat().st_size > 5000  # found the run's log by itself
+    assert main(["export", "--checkpoint", str(checkpoint), "--output", str(tmp_path / "export")]) == 0
+    assert json.loads((tmp_path / "export" / "policy.json").read_text())["joint_names"][0] == "abdomen_x"
+    code = main(["train", "--iterations", "1", "--log-dir", str(run), "--resume", "--logger", "none", "--no-eval"])
+    assert code == 0 and (run / "model_3.pt").is_file()  # resumed at iteration 2 with the run's own config
+
+
+@pytest.mark.parametrize(
+    "data,key",
+    [
+        ({"runner": {"max_iteration": 5}}, "max_iteration"),
+        ({"env": {"num_env": 4}}, "num_env"),
+        ({"env": {"reward": {"body_pos_weigth": 1.0}}}, "body_pos_weigth"),
+        ({"algorithm": {"learning_rat": 1}}, "learning_rat"),
+        ({"actor": {"hidden_dim": [8]}}, "hidden_dim"),
+        ({"trainer": {}}, "trainer"),
+    ],
+)
+def test_an_unknown_config_key_is_rejected_by_name(data, key):
+    with pytest.raises(ConfigError, match=re.escape(repr(key))):
+        load_config(data)
+
+
+def test_config_values_are_type_checked():
+    with pytest.raises(ConfigError, match=r"runner\.save_interval: expected int"):
+        load_config({"runner": {"save_interval": "often"}})
+
+
+def test_runner_trains_with_the_amp_config(tmp_path, data_dir):
+    cfg = load_config("tracking_ppo_amp")
+    cfg.runner.num_steps_per_env, cfg.runner.logger, cfg.runner.time_budget_s = 8, "none", None
+    cfg.env.num_envs = 4
+    cfg.env.motions = [str(data_dir / "motions/humanoid28/humanoid_walk.npz")]
+    cfg.actor.update(hidden_dims=[32])
+    cfg.critic.update(hidden_dims=[32])
+    runner = OnPolicyRunner(cfg, log_dir=tmp_path)
+    out = runner.learn(2)
+    assert {"loss/amp_loss", "loss/amp_grad_penalty", "amp_style_reward"} <= set(out)
+    assert runner.alg.storage.amp_cfg is not None
