@@ -23,7 +23,7 @@ import torch
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 
-def _resolve_motion(path: str) -> str:
+def resolve_motion(path: str) -> str:
     """Motion paths relative to the working directory, else to the repository (for the shipped ``motions/``)."""
     p = Path(path)
     if p.exists() or p.is_absolute():
@@ -38,7 +38,7 @@ def _config(args: argparse.Namespace) -> Any:
     cfg = load_config(args.task)
     if args.motion:
         cfg.env.motions = list(args.motion)
-    cfg.env.motions = [_resolve_motion(m) for m in cfg.env.motions]
+    cfg.env.motions = [resolve_motion(m) for m in cfg.env.motions]
     if args.robot:
         cfg.env.robot = args.robot
     if args.robot_mjcf:
@@ -104,7 +104,7 @@ def _load(checkpoint: str | Path) -> tuple[Any, Any, dict[str, Any]]:
     if "config" not in state or "actor_cfg" not in state:
         raise SystemExit(f"error: {checkpoint} is not a mimic_rl training checkpoint (no config or actor_cfg)")
     cfg = load_config(state["config"])
-    cfg.env.motions = [_resolve_motion(m) for m in cfg.env.motions]
+    cfg.env.motions = [resolve_motion(m) for m in cfg.env.motions]
     actor = Actor(**state["actor_cfg"])
     actor.load_state_dict(state["actor_state_dict"])
     return cfg, actor.eval(), state
@@ -115,7 +115,7 @@ def _evaluate(checkpoint: str | Path, num_envs: int, motions: list[str] | None =
 
     cfg, actor, state = _load(checkpoint)
     if motions:
-        cfg.env.motions = [_resolve_motion(m) for m in motions]
+        cfg.env.motions = [resolve_motion(m) for m in motions]
     evaluation = evaluate_policy(actor, cfg, num_envs=num_envs)
     evaluation.update(checkpoint=str(Path(checkpoint).resolve()), iteration=int(state.get("iteration", 0)))
     return evaluation
@@ -162,7 +162,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     env_cfg = copy.deepcopy(cfg.env)
     env_cfg.num_envs = args.num_envs
     if args.motion:
-        env_cfg.motions = [_resolve_motion(m) for m in args.motion]
+        env_cfg.motions = [resolve_motion(m) for m in args.motion]
     env = MujocoTrackingEnv(env_cfg)
 
     def policy(obs: Any) -> torch.Tensor:

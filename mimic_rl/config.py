@@ -65,26 +65,10 @@ class TrainConfig:
 
     def validate(self) -> TrainConfig:
         """Check the algorithm, actor and critic keys against the classes they configure."""
-        from mimic_rl.algorithms.ppo import MMPPO
-        from mimic_rl.models.actor_critic import Actor, Critic, ReferenceModel
-        from mimic_rl.utils import check_kwargs
+        from mimic_rl.algorithms.builder import check_section_kwargs
 
         try:
-            check_kwargs(
-                MMPPO.__init__, self.algorithm, "algorithm", ("actor", "critic", "storage", "device", "multi_gpu_cfg")
-            )
-            check_kwargs(
-                (Actor.__init__, ReferenceModel.__init__),
-                self.actor,
-                "actor",
-                ("obs_dim", "num_actions", "ref_shape", "output_dim"),
-            )
-            check_kwargs(
-                (Critic.__init__, ReferenceModel.__init__),
-                self.critic,
-                "critic",
-                ("obs_dim", "ref_shape", "output_dim"),
-            )
+            check_section_kwargs(self.algorithm, self.actor, self.critic)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         return self

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from mimic_rl.cli import resolve_motion
 from mimic_rl.config import load_config
 from mimic_rl.envs.mujoco import MujocoTrackingEnv
 from mimic_rl.plotting import read_metrics
@@ -128,9 +129,7 @@ def train_rsl_rl(budget_s: float, log: Path, config: str) -> list[dict[str, floa
     from rsl_rl.runners import OnPolicyRunner
 
     cfg = load_config(config)
-    cfg.env.motions = [
-        str(Path(__file__).resolve().parents[1] / m) if not Path(m).exists() else m for m in cfg.env.motions
-    ]
+    cfg.env.motions = [resolve_motion(m) for m in cfg.env.motions]
     torch.manual_seed(cfg.runner.seed)
     env = FlatReferenceEnv(MujocoTrackingEnv(cfg.env), cfg.runner.num_steps_per_env)
     runner = OnPolicyRunner(env, rsl_rl_config(cfg), log_dir=None, device=cfg.runner.device)

@@ -15,21 +15,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from mimic_rl.algorithms.ppo_losses import masked_mean
 from mimic_rl.models.mlp import MLP
 from mimic_rl.models.normalization import EmpiricalNormalizer
 from mimic_rl.utils import resolve_callable
 
-__all__ = ["AMP", "Discriminator", "masked_mean"]
+__all__ = ["AMP", "Discriminator"]
 
 _LOSSES = ("bce", "lsgan", "wgan")
-
-
-def masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Mean of ``x`` over entries where ``mask`` is True (0 if none)."""
-    if mask is None:
-        return x.mean()
-    w = mask.to(x.dtype)
-    return (x * w).sum() / w.sum().clamp(min=1.0)
 
 
 class Discriminator(nn.Module):

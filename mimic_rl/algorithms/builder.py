@@ -12,7 +12,7 @@ from mimic_rl.storage import RolloutStorageMM
 from mimic_rl.storage.amp_pairs import AmpPairExtractor
 from mimic_rl.utils import check_kwargs
 
-__all__ = ["build_mmppo", "observation_layout"]
+__all__ = ["build_mmppo", "check_section_kwargs", "observation_layout"]
 
 
 def _shape(obs: TensorDictBase, key: str) -> tuple[int, ...] | None:
@@ -44,6 +44,27 @@ def _strip(cfg: dict[str, Any] | None, where: str, expected: str) -> dict[str, A
     return cfg
 
 
+def check_section_kwargs(
+    algorithm: dict[str, Any], actor: dict[str, Any], critic: dict[str, Any], name: str = "{}"
+) -> None:
+    """Raise ``ValueError`` naming any key that MMPPO, the actor or the critic does not accept.
+
+    ``name`` formats the section name in messages: ``"{}"`` gives ``algorithm``, ``"cfg['{}']"`` gives
+    ``cfg['algorithm']``.
+    Arguments the builder fills in itself (dimensions, storage, device) are not accepted as keys.
+    """
+    from mimic_rl.algorithms.ppo import MMPPO
+
+    model_init = ReferenceModel.__init__
+    check_kwargs(
+        (Actor.__init__, model_init), actor, name.format("actor"), ("obs_dim", "num_actions", "ref_shape", "output_dim")
+    )
+    check_kwargs((Critic.__init__, model_init), critic, name.format("critic"), ("obs_dim", "ref_shape", "output_dim"))
+    check_kwargs(
+        MMPPO.__init__, algorithm, name.format("algorithm"), ("actor", "critic", "storage", "device", "multi_gpu_cfg")
+    )
+
+
 def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str | torch.device):
     """Actor and critic sized from ``obs``, a ``RolloutStorageMM`` with the needed buffers, and MMPPO.
 
@@ -56,12 +77,7 @@ def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str 
     alg_cfg = _strip(cfg.get("algorithm"), "cfg['algorithm']", "MMPPO")
     actor_cfg = _strip(cfg.get("actor"), "cfg['actor']", "Actor")
     critic_cfg = _strip(cfg.get("critic"), "cfg['critic']", "Critic")
-    model_init = ReferenceModel.__init__
-    check_kwargs(
-        (Actor.__init__, model_init), actor_cfg, "cfg['actor']", ("obs_dim", "num_actions", "ref_shape", "output_dim")
-    )
-    check_kwargs((Critic.__init__, model_init), critic_cfg, "cfg['critic']", ("obs_dim", "ref_shape", "output_dim"))
-    check_kwargs(MMPPO.__init__, alg_cfg, "cfg['algorithm']", ("actor", "critic", "storage", "device", "multi_gpu_cfg"))
+    check_section_kwargs(alg_cfg, actor_cfg, critic_cfg, name="cfg['{}']")
     num_actions = int(env.num_actions)
     policy_dim = layout["policy"][-1]
     actor = Actor(policy_dim, num_actions, layout["reference"], **actor_cfg)

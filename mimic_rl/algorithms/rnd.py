@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from mimic_rl.algorithms.ppo_losses import masked_mean
 from mimic_rl.algorithms.schedules import Schedule
 from mimic_rl.models.mlp import MLP
 from mimic_rl.models.normalization import EmpiricalNormalizer
@@ -55,11 +56,7 @@ class RandomNetworkDistillation(nn.Module):
 
     def loss(self, states: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Predictor regression loss (mean over rows, or over rows where ``mask`` is True)."""
-        errors = self._errors(states.detach())
-        if mask is None:
-            return errors.mean()
-        w = mask.to(errors.dtype)
-        return (errors * w).sum() / w.sum().clamp(min=1.0)
+        return masked_mean(self._errors(states.detach()), mask)
 
     def update_normalization(self, states: torch.Tensor) -> None:
         """Merge raw RND states into the state normalizer."""
