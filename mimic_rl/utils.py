@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -69,3 +70,31 @@ def check_kwargs(
             raise ValueError(f"{where}: {key!r} is set by the builder and must not appear in the config")
         if key not in allowed:
             raise ValueError(f"{where}: unknown key {key!r}; allowed keys are {sorted(allowed)}")
+
+
+def compiled_or_eager(
+    fn: Callable[..., Any], enabled: bool, options: dict[str, Any] | None = None, hint: str = ""
+) -> Callable[..., Any]:
+    """``fn`` under ``torch.compile`` with fixed shapes when ``enabled``; if the compiler backend fails (no C++
+    compiler, ...), warn once (adding ``hint``) and run ``fn`` eagerly from then on, with the same results."""
+    if not enabled:
+        return fn
+    import torch
+
+    state = {"fn": torch.compile(fn, dynamic=False, options=options)}
+
+    def call(*args: Any) -> Any:
+        try:
+            return state["fn"](*args)
+        except torch._dynamo.exc.BackendCompilerFailed as error:
+            inner = error.inner_exception
+            warnings.warn(
+                f"torch.compile failed ({type(inner).__name__}: {str(inner)[:200]}); running "
+                f"{getattr(fn, '__name__', 'the function')} eagerly. {hint}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            state["fn"] = fn
+            return fn(*args)
+
+    return call

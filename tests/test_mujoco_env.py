@@ -67,7 +67,7 @@ def test_reference_state_init_gives_zero_tracking_error(data_dir, mode, toleranc
     env = _env(data_dir, sampling_mode=mode, **CALM)
     clips, times = env.clip_ids, env.obs_time
     ref = env.library.state(clips, times)
-    robot = env._robot_state()
+    robot = env.robot_state()
     err = (robot.body_pos_w - ref.body_pos_w[:, env._ref_body_idx]).norm(dim=-1)
     # exact at frame times; between frames the library lerps body positions, which is not the FK of lerped joints
     assert float(err.max()) < tolerance  # metres
@@ -87,12 +87,12 @@ def _standing_env(data_dir, **kwargs):
 
 def test_holding_the_reference_pose_with_zero_action_stands_for_a_second(data_dir):
     env = _standing_env(data_dir)
-    h0 = env._robot_state().body_pos_w[:, 0, 2].clone()
+    h0 = env.robot_state().body_pos_w[:, 0, 2].clone()
     for _ in range(50):  # 1 s at 50 Hz
         obs, _, dones, _ = env.step(torch.zeros(4, env.num_actions))
         assert not bool(dones.any())
         assert all(bool(torch.isfinite(v).all()) for k, v in obs.items() if v.is_floating_point())
-    h = env._robot_state().body_pos_w[:, 0, 2]
+    h = env.robot_state().body_pos_w[:, 0, 2]
     assert bool(((h - h0).abs() < 0.05).all()), (h0, h)
     assert float(env.metrics.summary()["mpjpe_mm"]) < 30.0
 
@@ -193,3 +193,55 @@ def test_reference_action_offset_targets_the_next_reference_pose(data_dir):
     assert residual < 0.5 * absolute, (residual, absolute)  # zero residual action is feed-forward tracking
     with pytest.raises(ValueError, match="action_offset"):
         _env(data_dir, action_offset="previous")
+
+
+def _rollout(data_dir, steps: int, **kwargs) -> list[tuple]:
+    cfg = TrackingEnvConfig(
+        num_envs=6, seed=5, motions=[str(data_dir / "motions/humanoid28/humanoid_run.npz")], **kwargs
+    )
+    env = MujocoTrackingEnv(cfg)
+    g = torch.Generator().manual_seed(1)
+    out = []
+    for _ in range(steps):  # random actions: falls, resets, pushes
+        obs, rew, dones, extras = env.step(0.5 * torch.randn(6, env.num_actions, generator=g))
+        out.append((obs.clone(), rew.clone(), dones.clone(), extras["final_observations"].clone()))
+    env.close()
+    return out
+
+
+def test_envs_that_do_not_reset_keep_their_pre_reset_observations(data_dir):
+    resets = 0
+    for obs, _, dones, final in _rollout(data_dir, 40):
+        keep = ~dones
+        resets += int(dones.sum())
+        for key in ("policy", "reference", "critic", "amp"):
+            assert torch.equal(obs[key][keep], final[key][keep])
+            if bool(dones.any()):
+                assert not torch.equal(obs[key][dones], final[key][dones]) or key == "amp"
+    assert resets > 0
+
+
+def test_compiled_mdp_step_matches_eager(data_dir):
+    eager = _rollout(data_dir, 25)
+    compiled = _rollout(data_dir, 25, compile=True)
+    assert sum(int(d.sum()) for _, _, d, _ in eager) > 0  # the comparison covers resets
+    for (o1, r1, d1, f1), (o2, r2, d2, f2) in zip(eager, compiled):
+        assert torch.equal(d1, d2)
+        torch.testing.assert_close(r2, r1, atol=1e-5, rtol=1e-4)
+        for key in ("policy", "reference", "critic"):
+            torch.testing.assert_close(o2[key], o1[key], atol=1e-3, rtol=1e-3)
+            torch.testing.assert_close(f2[key], f1[key], atol=1e-3, rtol=1e-3)
+
+
+def test_compile_failure_falls_back_to_eager_with_a_warning(data_dir, monkeypatch):
+    def broken_compile(fn, **kwargs):
+        def call(*args):
+            raise torch._dynamo.exc.BackendCompilerFailed(broken_compile, RuntimeError("no C++ compiler"), None)
+
+        return call
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    with pytest.warns(RuntimeWarning, match="no C\\+\\+ compiler"):
+        env = _env(data_dir, compile=True)
+    _, rew, _, _ = env.step(torch.zeros(8, env.num_actions))
+    assert bool(torch.isfinite(rew).all())

@@ -2,7 +2,14 @@
 
 from mimic_rl.motion.adaptive import AdaptiveSampler
 from mimic_rl.motion.clip import LOOP_MODES, MotionClip, MotionFormatError
-from mimic_rl.motion.formats import clip_from_root_and_joints, detect_format, load_motion, resample, save_motion
+from mimic_rl.motion.formats import (
+    clip_from_root_and_joints,
+    detect_format,
+    expand_motion_paths,
+    load_motion,
+    resample,
+    save_motion,
+)
 from mimic_rl.motion.kinematics import RobotKinematics, mj_kinematics
 from mimic_rl.motion.library import SAMPLING_MODES, MotionLibrary
 from mimic_rl.motion.state import BodyState
@@ -21,6 +28,7 @@ __all__ = [
     "SyntheticMotionConfig",
     "clip_from_root_and_joints",
     "detect_format",
+    "expand_motion_paths",
     "load_motion",
     "mj_kinematics",
     "resample",

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import glob
 import io
 import os
 import zipfile
@@ -23,7 +24,14 @@ from mimic_rl.motion.clip import MotionClip, MotionFormatError, normalize_quater
 from mimic_rl.motion.kinematics import RobotKinematics
 from mimic_rl.rotations import quat_slerp
 
-__all__ = ["clip_from_root_and_joints", "detect_format", "load_motion", "resample", "save_motion"]
+__all__ = [
+    "clip_from_root_and_joints",
+    "detect_format",
+    "expand_motion_paths",
+    "load_motion",
+    "resample",
+    "save_motion",
+]
 
 BEYONDMIMIC_KEYS = ("fps", "joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
 ISAACLAB_KEYS = (
@@ -318,3 +326,22 @@ def save_motion(clip: MotionClip, path: str | Path) -> Path:
         os.fsync(f.fileno())
     tmp.replace(path)
     return path
+
+
+def expand_motion_paths(paths: list[str]) -> list[Path]:
+    """Motion files from paths, folders (their .npz and .csv files, sorted) and glob patterns."""
+    out: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            found = sorted(q for q in path.iterdir() if q.suffix.lower() in (".npz", ".csv"))
+            if not found:
+                raise FileNotFoundError(f"motion folder {path} has no .npz or .csv files")
+            out += found
+        elif any(c in p for c in "*?["):
+            out += [Path(q) for q in sorted(glob.glob(p))]
+        else:
+            out.append(path)
+    if not out:
+        raise ValueError("no motions given: set TrackingEnvConfig.motions to motion files or folders")
+    return out
