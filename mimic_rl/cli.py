@@ -1,7 +1,8 @@
-"""The ``mimic-rl`` command line: train, play, eval, plot, export and convert.
+"""The ``mimic-rl`` command line: train, distill, play, eval, plot, export and convert.
 
 mimic-rl train [--task tracking_ppo] [--motion FILE_OR_DIR ...] [--robot humanoid28|g1] [--num-envs N]
                [--iterations N] [--time-budget S] [--device cpu] [--resume [CKPT]] [--seed N] [--log-dir DIR]
+mimic-rl distill --teacher CKPT [--task distill] [the options of train]
 mimic-rl eval --checkpoint CKPT --output eval.json
 mimic-rl plot eval.json --output DIR
 mimic-rl play --checkpoint CKPT [--video rollout.gif]
@@ -32,10 +33,35 @@ def resolve_motion(path: str) -> str:
     return str(shipped) if shipped.exists() else str(p)
 
 
-def _config(args: argparse.Namespace) -> Any:
-    from mimic_rl.config import load_config
+def _distill_source(args: argparse.Namespace) -> dict[str, Any]:
+    """The distillation YAML as data, its env laid over the env of the teacher's checkpoint (when it has one)."""
+    import yaml
 
-    cfg = load_config(args.task)
+    from mimic_rl.config import CONFIG_DIR
+
+    path = Path(args.task)
+    if not path.suffix and not path.exists():
+        path = CONFIG_DIR / f"{args.task}.yaml"
+    if not path.is_file():
+        raise SystemExit(f"error: config {args.task!r} not found")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not Path(args.teacher).is_file():
+        raise SystemExit(f"error: teacher checkpoint {args.teacher} does not exist")
+    teacher = torch.load(args.teacher, map_location="cpu", weights_only=False)
+    teacher_env = (teacher.get("config") or {}).get("env") if isinstance(teacher, dict) else None
+    if teacher_env is not None:
+        data["env"] = {**teacher_env, **(data.get("env") or {})}
+    data.setdefault("teacher", {})["checkpoint"] = str(Path(args.teacher).resolve())
+    return data
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from mimic_rl.config import DistillConfig, load_config
+
+    if getattr(args, "teacher", None) is not None:
+        cfg = load_config(_distill_source(args), DistillConfig)
+    else:
+        cfg = load_config(args.task)
     if args.motion:
         cfg.env.motions = list(args.motion)
     cfg.env.motions = [resolve_motion(m) for m in cfg.env.motions]
@@ -62,8 +88,8 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """Train; then (unless --no-eval) evaluate the final checkpoint and plot."""
-    from mimic_rl.runners import OnPolicyRunner, latest_checkpoint
+    """Train (or distil, with --teacher); then (unless --no-eval) evaluate the final checkpoint and plot."""
+    from mimic_rl.runners import DistillationRunner, OnPolicyRunner, latest_checkpoint
 
     log_dir = Path(args.log_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
     resume = None
@@ -72,10 +98,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         if resume is None or not resume.is_file():
             print(f"error: no checkpoint to resume ({args.resume!r} in {log_dir})", file=sys.stderr)
             return 2
-    if resume is not None and args.task == "tracking_ppo" and (log_dir / "config.yaml").is_file():
+    distill = getattr(args, "teacher", None) is not None
+    if resume is not None and args.task in ("tracking_ppo", "distill") and (log_dir / "config.yaml").is_file():
         args.task = str(log_dir / "config.yaml")  # resume with the run's own resolved config
     cfg = _config(args)
-    runner = OnPolicyRunner(cfg, log_dir=log_dir)
+    runner = (DistillationRunner if distill else OnPolicyRunner)(cfg, log_dir=log_dir)
     if resume is not None:
         runner.load(resume)
         print(f"resumed from {resume} at iteration {runner.iteration}")
@@ -92,21 +119,40 @@ def cmd_train(args: argparse.Namespace) -> int:
         written = plot_eval(evaluation, log_dir / "plots", run_dir=log_dir)
         _print_summary(evaluation)
         print(f"eval: {log_dir / 'eval.json'}; plots: {', '.join(str(p) for p in written)}")
+        if distill:
+            _compare_with_teacher(args, evaluation, log_dir)
+    if distill and not args.no_export:
+        _export(checkpoint, log_dir / "export", onnx=True)
     return 0
 
 
+def _compare_with_teacher(args: argparse.Namespace, student: dict[str, Any], log_dir: Path) -> None:
+    """Evaluate the teacher the same way (when it is this package's checkpoint) and print both."""
+    from mimic_rl.runners.checkpoint import load_checkpoint
+
+    if "config" not in load_checkpoint(args.teacher):
+        return
+    teacher = _evaluate(args.teacher, args.eval_envs)
+    (log_dir / "eval_teacher.json").write_text(json.dumps(teacher, indent=2))
+    s, t = student["summary"]["root_mpjpe_mm"], teacher["summary"]["root_mpjpe_mm"]
+    print(f"root-relative MPJPE: student {s:.1f} mm, teacher {t:.1f} mm ({100 * (s / t - 1):+.1f}%)")
+
+
 def _load(checkpoint: str | Path) -> tuple[Any, Any, dict[str, Any]]:
-    from mimic_rl.config import load_config
+    """(config, deployable policy, checkpoint) of a training or a distillation checkpoint."""
+    from mimic_rl.config import DistillConfig, TrainConfig, load_config
     from mimic_rl.models.actor_critic import Actor
     from mimic_rl.runners.checkpoint import load_checkpoint
 
     state = load_checkpoint(checkpoint)
-    if "config" not in state or "actor_cfg" not in state:
-        raise SystemExit(f"error: {checkpoint} is not a mimic_rl training checkpoint (no config or actor_cfg)")
-    cfg = load_config(state["config"])
+    student = "student_state_dict" in state  # a distillation checkpoint: its policy is the student
+    prefix = "student" if student else "actor"
+    if "config" not in state or f"{prefix}_cfg" not in state:
+        raise SystemExit(f"error: {checkpoint} is not a mimic_rl training or distillation checkpoint")
+    cfg = load_config(state["config"], DistillConfig if student else TrainConfig)
     cfg.env.motions = [resolve_motion(m) for m in cfg.env.motions]
-    actor = Actor(**state["actor_cfg"])
-    actor.load_state_dict(state["actor_state_dict"])
+    actor = Actor(**state[f"{prefix}_cfg"])
+    actor.load_state_dict(state[f"{prefix}_state_dict"])
     return cfg, actor.eval(), state
 
 
@@ -190,21 +236,25 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """ONNX + TorchScript + metadata of a checkpoint's deterministic policy."""
+    """ONNX + TorchScript + metadata of a checkpoint's deterministic policy (a distilled student's too)."""
+    _export(args.checkpoint, args.output, onnx=not args.no_onnx)
+    return 0
+
+
+def _export(checkpoint: str | Path, output: str | Path, onnx: bool) -> None:
     import copy
 
     from mimic_rl.envs.mujoco import MujocoTrackingEnv
     from mimic_rl.export import export_policy, policy_metadata
 
-    cfg, actor, state = _load(args.checkpoint)
+    cfg, actor, state = _load(checkpoint)
     env_cfg = copy.deepcopy(cfg.env)
     env_cfg.num_envs = 1
     env = MujocoTrackingEnv(env_cfg)
-    meta = policy_metadata(actor, env, checkpoint=str(args.checkpoint), iteration=int(state.get("iteration", 0)))
+    meta = policy_metadata(actor, env, checkpoint=str(checkpoint), iteration=int(state.get("iteration", 0)))
     env.close()
-    for kind, path in export_policy(actor, args.output, meta, onnx=not args.no_onnx).items():
+    for kind, path in export_policy(actor, output, meta, onnx=onnx).items():
         print(f"{kind}: {path}")
-    return 0
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -233,6 +283,23 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_run_options(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--motion", nargs="+", help="motion files or folders (default: the config's)")
+    cmd.add_argument("--robot", choices=["humanoid28", "g1"])
+    cmd.add_argument("--robot-mjcf", help="the robot's MJCF (needed for g1)")
+    cmd.add_argument("--csv-fps", type=float, help="frame rate of CSV motions")
+    cmd.add_argument("--num-envs", type=int)
+    cmd.add_argument("--iterations", type=int, help="iterations to train (overrides the config's time budget)")
+    cmd.add_argument("--time-budget", type=float, help="seconds of training (0: no limit)")
+    cmd.add_argument("--device")
+    cmd.add_argument("--resume", nargs="?", const="latest", help="a checkpoint, or the latest in --log-dir")
+    cmd.add_argument("--seed", type=int)
+    cmd.add_argument("--log-dir", help="where checkpoints (*.pt), logs and the resolved config go")
+    cmd.add_argument("--logger", choices=["tensorboard", "wandb", "none"])
+    cmd.add_argument("--no-eval", action="store_true", help="skip the evaluation and plots after training")
+    cmd.add_argument("--eval-envs", type=int, default=8)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``mimic-rl``."""
     parser = argparse.ArgumentParser(
@@ -240,21 +307,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train a tracker (then evaluate and plot)")
+    distill = sub.add_parser("distill", help="distil a trained tracker into a deployable student (then eval, export)")
+    distill.add_argument("--teacher", required=True, help="a training checkpoint (this package's or rsl_rl's)")
+    distill.add_argument("--task", default="distill", help="a config in configs/ or a YAML path")
+    distill.add_argument("--no-export", action="store_true", help="skip the ONNX/TorchScript export of the student")
+    _add_run_options(distill)
+    distill.set_defaults(func=cmd_train)
     train.add_argument("--task", default="tracking_ppo", help="a config in configs/ or a YAML path")
-    train.add_argument("--motion", nargs="+", help="motion files or folders (default: the config's)")
-    train.add_argument("--robot", choices=["humanoid28", "g1"])
-    train.add_argument("--robot-mjcf", help="the robot's MJCF (needed for g1)")
-    train.add_argument("--csv-fps", type=float, help="frame rate of CSV motions")
-    train.add_argument("--num-envs", type=int)
-    train.add_argument("--iterations", type=int, help="iterations to train (overrides the config's time budget)")
-    train.add_argument("--time-budget", type=float, help="seconds of training (0: no limit)")
-    train.add_argument("--device")
-    train.add_argument("--resume", nargs="?", const="latest", help="a checkpoint, or the latest in --log-dir")
-    train.add_argument("--seed", type=int)
-    train.add_argument("--log-dir", help="where checkpoints (*.pt), logs and the resolved config go")
-    train.add_argument("--logger", choices=["tensorboard", "wandb", "none"])
-    train.add_argument("--no-eval", action="store_true", help="skip the evaluation and plots after training")
-    train.add_argument("--eval-envs", type=int, default=8)
+    _add_run_options(train)
     train.set_defaults(func=cmd_train)
     ev = sub.add_parser("eval", help="per-clip metrics of a checkpoint as JSON")
     ev.add_argument("--checkpoint", required=True)

@@ -22,7 +22,9 @@ from mimic_rl.envs.mujoco.env import TrackingEnvConfig
 __all__ = [
     "CONFIG_DIR",
     "ConfigError",
+    "DistillConfig",
     "RunnerConfig",
+    "TeacherConfig",
     "TrainConfig",
     "from_dict",
     "load_config",
@@ -74,6 +76,40 @@ class TrainConfig:
         return self
 
 
+@dataclass
+class TeacherConfig:
+    """Where the teacher of a distillation run comes from."""
+
+    checkpoint: str | None = None
+    """A trained policy: this package's training checkpoint, or an rsl_rl one (``actor_state_dict``)."""
+    obs_groups: list[str] = field(default_factory=lambda: ["policy", "reference"])
+    """rsl_rl checkpoints only: the observation groups its MLP reads, concatenated in this order."""
+    activation: str = "elu"
+    """rsl_rl checkpoints only: the MLP's activation."""
+
+
+@dataclass
+class DistillConfig:
+    """A distillation run: runner, env, algorithm (Distillation arguments), student (Actor arguments and
+    ``use_reference``) and teacher."""
+
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+    env: TrackingEnvConfig = field(default_factory=TrackingEnvConfig)
+    algorithm: dict[str, Any] = field(default_factory=dict)
+    student: dict[str, Any] = field(default_factory=dict)
+    teacher: TeacherConfig = field(default_factory=TeacherConfig)
+
+    def validate(self) -> DistillConfig:
+        """Check the algorithm and student keys against the classes they configure."""
+        from mimic_rl.algorithms.distill_builder import check_distillation_kwargs
+
+        try:
+            check_distillation_kwargs(self.algorithm, self.student)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return self
+
+
 def _is_dataclass_type(tp: Any) -> bool:
     return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
@@ -97,6 +133,11 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(_convert(v, args[0], path) for v in value)
         return tuple(_convert(v, a, path) for v, a in zip(value, args))
+    if origin is list:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{path}: expected a list, got {value!r}")
+        (item,) = typing.get_args(tp) or (Any,)
+        return [_convert(v, item, path) for v in value] if item is not Any else list(value)
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if tp in (int, float, str, bool) and not isinstance(value, tp):
@@ -127,8 +168,9 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
-def load_config(source: str | Path | dict[str, Any]) -> TrainConfig:
-    """A validated ``TrainConfig`` from a YAML path, a built-in name (``configs/<name>.yaml``) or a dict."""
+def load_config(source: str | Path | dict[str, Any], kind: type = TrainConfig) -> Any:
+    """A validated ``kind`` (``TrainConfig`` or ``DistillConfig``) from a YAML path, a built-in name
+    (``configs/<name>.yaml``) or a dict."""
     if isinstance(source, dict):
         data = source
     else:
@@ -141,10 +183,10 @@ def load_config(source: str | Path | dict[str, Any]) -> TrainConfig:
         data = yaml.safe_load(path.read_text()) or {}
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping at the top level")
-    return from_dict(TrainConfig, data).validate()
+    return from_dict(kind, data).validate()
 
 
-def save_config(cfg: TrainConfig, path: str | Path) -> Path:
+def save_config(cfg: Any, path: str | Path) -> Path:
     """Write the resolved config as YAML."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,9 @@ import tempfile
 import torch
 import torch.multiprocessing as mp
 from tensordict import TensorDict
+from torch import nn
 
-from mimic_rl.algorithms import MMPPO
+from mimic_rl.algorithms import MMPPO, Distillation
 from mimic_rl.models import Actor, Critic
 from mimic_rl.storage import RolloutStorageMM
 
@@ -84,3 +85,55 @@ def test_two_gloo_ranks_equal_one_process_on_concatenated_data():
         assert torch.equal(rank0[key], rank1[key]), key  # bitwise identical across ranks
         torch.testing.assert_close(rank0[key], single[key], atol=1e-5, rtol=1e-5, msg=key)
     assert float(single["actor.obs_normalizer.count"]) == 2 * N * T * ITERATIONS  # normalizers saw both ranks' data
+
+
+def _make_distillation(num_envs: int, multi_gpu_cfg=None, seed: int = 0) -> Distillation:
+    torch.manual_seed(seed)
+    student = Actor(D, A, hidden_dims=[16, 16], rnn_type="gru", rnn_hidden_dim=8)
+    teacher = nn.Linear(D, A)  # a fixed teacher; its actions come from the data below
+    storage = RolloutStorageMM("distillation", num_envs, T, (D,), (None,), (None,), (None,), (A,))
+    return Distillation(student, teacher, storage, gradient_length=4, learning_rate=3e-3, multi_gpu_cfg=multi_gpu_cfg)
+
+
+def _distil(alg: Distillation, rows: slice) -> dict[str, torch.Tensor]:
+    """ITERATIONS updates of a recurrent student on labels of all 2N envs from fixed seeds (this process's rows)."""
+    for it in range(ITERATIONS):
+        g = torch.Generator().manual_seed(200 + it)
+        for _ in range(T):
+            obs = (torch.randn(2 * N, D, generator=g) * 2 + 1)[rows]
+            labels = torch.randn(2 * N, A, generator=g)[rows]
+            dones = (torch.rand(2 * N, generator=g) < 0.15)[rows]
+            with torch.no_grad():
+                tr = alg.storage.Transition()
+                if alg.storage.step == 0:
+                    alg._rollout_hidden = alg.student.get_hidden_state()
+                tr.observations, tr.actions, tr.privileged_actions = obs, alg.student(obs), labels
+                tr.rewards, tr.dones = torch.zeros(rows.stop - rows.start), dones
+            alg.storage.add_transitions(tr)
+            alg.student.reset(dones)
+        alg.update()
+    return {f"student.{k}": v for k, v in alg.student.state_dict().items()}
+
+
+def _distillation_worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    try:
+        alg = _make_distillation(N, {"global_rank": rank, "local_rank": rank, "world_size": world}, seed=rank)
+        torch.save(_distil(alg, slice(rank * N, (rank + 1) * N)), os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_two_gloo_ranks_distil_like_one_process_on_concatenated_data():
+    with tempfile.TemporaryDirectory() as out_dir:
+        mp.spawn(_distillation_worker, args=(2, _free_port(), out_dir), nprocs=2, join=True)
+        rank0 = torch.load(os.path.join(out_dir, "rank0.pt"))
+        rank1 = torch.load(os.path.join(out_dir, "rank1.pt"))
+    torch.set_num_threads(1)
+    single = _distil(_make_distillation(2 * N), slice(0, 2 * N))
+    for key in rank0:
+        assert torch.equal(rank0[key], rank1[key]), key
+        torch.testing.assert_close(rank0[key], single[key], atol=1e-5, rtol=1e-5, msg=key)
+    assert float(single["student.obs_normalizer.count"]) == 2 * N * T * ITERATIONS

@@ -45,9 +45,11 @@ def test_observation_shapes_and_dtypes() -> None:
             "critic_reference",
             "critic_reference_mask",
             "amp",
+            "proprio",
         }
     )
     assert shapes["policy"] == (6,) and shapes["reference"] == (4, 6) and shapes["critic"] == (7,)
+    torch.testing.assert_close(obs["proprio"], env.pos - env.centre)
     assert tuple(obs.batch_size) == (5,)
     for key, shape in shapes.items():
         assert tuple(obs[key].shape) == (5, *shape), key
@@ -255,3 +257,19 @@ def test_runs_on_cuda_and_matches_itself() -> None:
         ob, rb, db, _ = b.step(actions)
         assert oa.device.type == "cuda" and torch.equal(ra, rb) and torch.equal(da, db)
         assert torch.equal(oa["reference"], ob["reference"])
+
+
+def test_a_hidden_actuator_gain_scales_the_velocity_and_is_privileged() -> None:
+    env = PointMassTrackingEnv(num_envs=64, dim=2, action_gain_range=(0.5, 2.0), seed=3)
+    gain = env.action_gain.clone()
+    assert float(gain.min()) >= 0.5 and float(gain.max()) <= 2.0 and float(gain.std()) > 0.2
+    assert env.observation_shapes()["critic"] == (6,)
+    torch.testing.assert_close(env.get_observations()["critic"][:, -1:], gain)
+    pos = env.pos.clone()
+    action = torch.full((64, 2), 0.4)
+    env.step(action)
+    torch.testing.assert_close(env.vel, 0.4 * gain.expand(64, 2))
+    torch.testing.assert_close(env.pos, pos + 0.4 * gain * env.dt)
+    plain = PointMassTrackingEnv(num_envs=64, dim=2, seed=3)  # without the option: gain 1, same random stream
+    assert bool((plain.action_gain == 1.0).all()) and plain.observation_shapes()["critic"] == (5,)
+    torch.testing.assert_close(plain.pos, pos)

@@ -12,7 +12,7 @@ from mimic_rl.storage import RolloutStorageMM
 from mimic_rl.storage.amp_pairs import AmpPairExtractor
 from mimic_rl.utils import check_kwargs
 
-__all__ = ["build_mmppo", "check_section_kwargs", "observation_layout"]
+__all__ = ["build_mmppo", "check_section_kwargs", "observation_layout", "strip_class_name"]
 
 
 def _shape(obs: TensorDictBase, key: str) -> tuple[int, ...] | None:
@@ -36,7 +36,8 @@ def observation_layout(obs: TensorDictBase) -> dict[str, Any]:
     }
 
 
-def _strip(cfg: dict[str, Any] | None, where: str, expected: str) -> dict[str, Any]:
+def strip_class_name(cfg: dict[str, Any] | None, where: str, expected: str) -> dict[str, Any]:
+    """A copy of a config section without its ``class_name`` key, which must name ``expected`` when present."""
     cfg = dict(cfg or {})
     name = cfg.pop("class_name", expected)
     if name != expected:
@@ -74,9 +75,9 @@ def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str 
     from mimic_rl.algorithms.ppo import MMPPO
 
     layout = observation_layout(obs)
-    alg_cfg = _strip(cfg.get("algorithm"), "cfg['algorithm']", "MMPPO")
-    actor_cfg = _strip(cfg.get("actor"), "cfg['actor']", "Actor")
-    critic_cfg = _strip(cfg.get("critic"), "cfg['critic']", "Critic")
+    alg_cfg = strip_class_name(cfg.get("algorithm"), "cfg['algorithm']", "MMPPO")
+    actor_cfg = strip_class_name(cfg.get("actor"), "cfg['actor']", "Actor")
+    critic_cfg = strip_class_name(cfg.get("critic"), "cfg['critic']", "Critic")
     check_section_kwargs(alg_cfg, actor_cfg, critic_cfg, name="cfg['{}']")
     num_actions = int(env.num_actions)
     policy_dim = layout["policy"][-1]

@@ -34,6 +34,11 @@ class PointMassTrackingEnv:
     [0.5, 2] rad/s, phase in [0, 2 pi), a start time in [0, max_episode_length)), starts at ``ref_pos(start)`` plus
     noise (std 0.05) with zero velocity, and has its reference visible with probability ``reference_fraction``.
 
+    The ``proprio`` group is a position sensor alone (``pos - c``, no velocity): a policy that reads it must infer
+    velocities from its history. With ``action_gain_range``, each episode draws a hidden actuator gain g
+    (``vel = action_scale * g * clip(action)``), shown only in the privileged ``critic`` group (its last column):
+    a policy without it must infer g from its history.
+
     Masked envs (``reference_mask`` False): their reference observation rows are zeros, and their hidden target is
     to *stay at the start point*: the trajectory becomes the constant start position (centre = start position,
     amplitude 0, reference velocity 0). Reward, termination, ``tracking_error`` and the ``pos - c`` part of the
@@ -55,6 +60,7 @@ class PointMassTrackingEnv:
         max_episode_length: int = 100,
         reference_fraction: float = 1.0,
         action_scale: float = 1.0,
+        action_gain_range: tuple[float, float] | None = None,
         termination_distance: float = 1.0,
         randomize_initial_episode_length: bool = False,
         seed: int = 0,
@@ -72,6 +78,8 @@ class PointMassTrackingEnv:
         for name, value in (("dt", dt), ("action_scale", action_scale), ("termination_distance", termination_distance)):
             if not value > 0:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
+        if action_gain_range is not None and not 0.0 < action_gain_range[0] <= action_gain_range[1]:
+            raise ValueError(f"action_gain_range must be (low, high) with 0 < low <= high, got {action_gain_range!r}")
         if not 0.0 <= reference_fraction <= 1.0:
             raise ValueError(f"reference_fraction must be in [0, 1], got {reference_fraction!r}")
         self.cfg: dict[str, Any] = {
@@ -83,6 +91,7 @@ class PointMassTrackingEnv:
             "max_episode_length": max_episode_length,
             "reference_fraction": reference_fraction,
             "action_scale": action_scale,
+            "action_gain_range": action_gain_range,
             "termination_distance": termination_distance,
             "randomize_initial_episode_length": randomize_initial_episode_length,
             "seed": seed,
@@ -96,6 +105,7 @@ class PointMassTrackingEnv:
         self.max_episode_length = max_episode_length
         self.reference_fraction = float(reference_fraction)
         self.action_scale = float(action_scale)
+        self.action_gain_range = action_gain_range
         self.termination_distance = float(termination_distance)
         self.device = torch.device(device)
         self._generator = torch.Generator(device=self.device).manual_seed(seed)
@@ -111,6 +121,7 @@ class PointMassTrackingEnv:
         self.phase = torch.zeros(n, d, dtype=f32, device=self.device)
         self.start_time = torch.zeros(n, dtype=torch.long, device=self.device)
         self.reference_mask = torch.zeros(n, dtype=torch.bool, device=self.device)
+        self.action_gain = torch.ones(n, 1, dtype=f32, device=self.device)
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=self.device)
         self._reset(torch.ones(n, dtype=torch.bool, device=self.device))
         if randomize_initial_episode_length:
@@ -128,7 +139,7 @@ class PointMassTrackingEnv:
         if actions.shape != (self.num_envs, self.dim):
             raise ValueError(f"actions: expected shape {(self.num_envs, self.dim)}, got {tuple(actions.shape)}")
         actions = actions.to(device=self.device, dtype=torch.float32)
-        self.vel = self.action_scale * actions.clamp(-1.0, 1.0)
+        self.vel = self.action_scale * self.action_gain * actions.clamp(-1.0, 1.0)
         self.pos = self.pos + self.vel * self.dt
         self.episode_length_buf = self.episode_length_buf + 1
 
@@ -178,7 +189,8 @@ class PointMassTrackingEnv:
             "policy": (2 * d,),
             "reference": (k, 2 * d),
             "reference_mask": (),
-            "critic": (2 * d + 1,),
+            "critic": (2 * d + 1 + (self.action_gain_range is not None),),
+            "proprio": (d,),
             "critic_reference": (k, 2 * d),
             "critic_reference_mask": (),
             "amp": (d,),
@@ -220,6 +232,9 @@ class PointMassTrackingEnv:
         amplitude = torch.where(hidden, torch.zeros_like(amplitude), amplitude)
 
         rows = env_mask.unsqueeze(-1)
+        if self.action_gain_range is not None:  # drawn only then, so other configurations keep their random streams
+            gain = self._uniform(*self.action_gain_range, (self.num_envs, 1))
+            self.action_gain = torch.where(rows, gain, self.action_gain)
         self.pos = torch.where(rows, pos, self.pos)
         self.vel = torch.where(rows, torch.zeros_like(self.vel), self.vel)
         self.centre = torch.where(rows, centre, self.centre)
@@ -239,12 +254,14 @@ class PointMassTrackingEnv:
         reference = torch.where(self.reference_mask.view(-1, 1, 1), reference, torch.zeros_like(reference))
         policy = torch.cat((self.vel, self.pos - self.centre), dim=-1)
         progress = (self.episode_length_buf.float() / self.max_episode_length).unsqueeze(-1)
+        privileged = [self.action_gain] if self.action_gain_range is not None else []
         return TensorDict(
             {
                 "policy": policy,
                 "reference": reference,
                 "reference_mask": self.reference_mask.clone(),
-                "critic": torch.cat((policy, progress), dim=-1),
+                "critic": torch.cat((policy, progress, *privileged), dim=-1),
+                "proprio": self.pos - self.centre,
                 "critic_reference": reference.clone(),
                 "critic_reference_mask": self.reference_mask.clone(),
                 "amp": self.vel.clone(),

@@ -23,33 +23,52 @@ __all__ = ["ExportedPolicy", "export_policy", "policy_metadata"]
 
 
 class ExportedPolicy(nn.Module):
-    """The actor's deterministic forward pass as a self-contained module (a copy, in eval mode, on the CPU)."""
+    """The actor's deterministic forward pass as a self-contained module (a copy, in eval mode, on the CPU).
+
+    A recurrent actor takes its state as explicit inputs and returns the next one: ``hidden`` ``[layers, B, H]``
+    (and ``cell`` for an LSTM) in, ``hidden_out`` (and ``cell_out``) out; zeros start an episode.
+    """
 
     def __init__(self, actor: Actor) -> None:
         super().__init__()
-        if actor.is_recurrent:
-            raise NotImplementedError("export of recurrent policies (hidden-state inputs) is not supported yet")
         import copy
 
         self.actor = copy.deepcopy(actor).cpu().eval()
         self.has_reference = actor.ref_shape is not None
+        self.recurrent = actor.is_recurrent
+        self.lstm = self.recurrent and actor.memory.rnn_type == "lstm"
 
-    def forward(
-        self, policy: torch.Tensor, reference: torch.Tensor | None = None, reference_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """Actions ``[B, A]``."""
-        return self.actor(policy, reference, reference_mask)
+    def forward(self, policy: torch.Tensor, *rest: torch.Tensor) -> Any:
+        """Actions ``[B, A]`` (recurrent: followed by the next hidden state tensors)."""
+        reference = reference_mask = None
+        if self.has_reference:
+            reference, reference_mask, rest = rest[0], rest[1], rest[2:]
+        if not self.recurrent:
+            return self.actor(policy, reference, reference_mask)
+        state = (rest[0], rest[1]) if self.lstm else rest[0]
+        actions, state = self.actor.step(policy, reference, reference_mask, state)
+        return (actions, *state) if self.lstm else (actions, state)
+
+
+def _input_names(actor: Actor) -> list[str]:
+    names = ["policy"] + (["reference", "reference_mask"] if actor.ref_shape is not None else [])
+    if actor.is_recurrent:
+        names += ["hidden", "cell"] if actor.memory.rnn_type == "lstm" else ["hidden"]
+    return names
 
 
 def _example_inputs(actor: Actor, batch: int = 4, seed: int = 0) -> tuple[torch.Tensor, ...]:
     g = torch.Generator().manual_seed(seed)
-    policy = torch.randn(batch, actor.obs_dim, generator=g)
-    if actor.ref_shape is None:
-        return (policy,)
-    reference = torch.randn(batch, *actor.ref_shape, generator=g)
-    mask = torch.ones(batch, dtype=torch.bool)
-    mask[0] = False  # exercise the no-reference path too
-    return policy, reference, mask
+    inputs = [torch.randn(batch, actor.obs_dim, generator=g)]
+    if actor.ref_shape is not None:
+        mask = torch.ones(batch, dtype=torch.bool)
+        mask[0] = False  # exercise the no-reference path too
+        inputs += [torch.randn(batch, *actor.ref_shape, generator=g), mask]
+    if actor.is_recurrent:
+        rnn = actor.memory.rnn
+        states = 2 if actor.memory.rnn_type == "lstm" else 1
+        inputs += [torch.randn(rnn.num_layers, batch, rnn.hidden_size, generator=g) for _ in range(states)]
+    return tuple(inputs)
 
 
 def policy_metadata(actor: Actor, env: Any | None = None, **extra: Any) -> dict[str, Any]:
@@ -61,6 +80,13 @@ def policy_metadata(actor: Actor, env: Any | None = None, **extra: Any) -> dict[
     }
     if actor.ref_shape is not None:
         meta["inputs"].update(reference=list(actor.ref_shape), reference_mask=[])
+    if actor.is_recurrent:
+        rnn = actor.memory.rnn
+        state = [rnn.num_layers, "batch", rnn.hidden_size]
+        states = {"hidden": state, "cell": state} if actor.memory.rnn_type == "lstm" else {"hidden": state}
+        meta["inputs"].update(states)
+        meta["outputs"].update({f"{k}_out": v for k, v in states.items()})
+        meta["recurrent"] = "feed the *_out tensors back as the next step's inputs; zeros at an episode start"
     if env is not None:
         meta.update(
             robot=getattr(getattr(env, "robot", None), "name", None),
@@ -118,26 +144,29 @@ def export_policy(
     scripted.save(str(paths["torchscript"]))
     fresh = _example_inputs(actor, batch=7, seed=1)
     errors = {}
+    names = _input_names(actor)
+    outputs = ["actions"] + [f"{n}_out" for n in names if n in ("hidden", "cell")]
     with torch.no_grad():
-        reference = module(*fresh)
-        errors["torchscript"] = _check(
-            "TorchScript", torch.jit.load(str(paths["torchscript"]))(*fresh), reference, atol
-        )
+        reference = _as_tuple(module(*fresh))
+        traced = _as_tuple(torch.jit.load(str(paths["torchscript"]))(*fresh))
+        errors["torchscript"] = max(_check("TorchScript", a, b, atol) for a, b in zip(traced, reference))
     if onnx:
         paths["onnx"] = out / "policy.onnx"
-        names = ["policy", "reference", "reference_mask"][: len(inputs)]
+        axes = {n: {1 if n in ("hidden", "cell", "hidden_out", "cell_out") else 0: "batch"} for n in names + outputs}
         torch.onnx.export(
             module,
             inputs,
             str(paths["onnx"]),
             input_names=names,
-            output_names=["actions"],
-            dynamic_axes={n: {0: "batch"} for n in [*names, "actions"]},
+            output_names=outputs,
+            dynamic_axes=axes,
             dynamo=False,
         )
-        runtime = _onnx_outputs(paths["onnx"], names, fresh)
+        runtime = _onnx_outputs(paths["onnx"], names, outputs, fresh)
         if runtime is not None:
-            errors["onnx"] = _check("ONNX (onnxruntime)", torch.from_numpy(runtime), reference, atol)
+            errors["onnx"] = max(
+                _check("ONNX (onnxruntime)", torch.from_numpy(a), b, atol) for a, b in zip(runtime, reference)
+            )
     meta = {**(metadata or policy_metadata(actor)), "files": {k: p.name for k, p in paths.items()}}
     meta["check"] = {"atol": atol, "max_abs_error_vs_torch": errors, "inputs": "7 random rows, one without reference"}
     paths["metadata"] = out / "policy.json"
@@ -145,14 +174,18 @@ def export_policy(
     return paths
 
 
-def _onnx_outputs(path: Path, names: list[str], inputs: tuple[torch.Tensor, ...]) -> Any:
+def _as_tuple(x: Any) -> tuple[torch.Tensor, ...]:
+    return tuple(x) if isinstance(x, tuple | list) else (x,)
+
+
+def _onnx_outputs(path: Path, names: list[str], outputs: list[str], inputs: tuple[torch.Tensor, ...]) -> Any:
     try:
         import onnxruntime as ort
     except ImportError:
         return None
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     feed = {n: x.numpy() for n, x in zip(names, inputs)}
-    return session.run(["actions"], feed)[0]
+    return session.run(outputs, feed)
 
 
 def _check(what: str, got: torch.Tensor, expected: torch.Tensor, atol: float) -> float:

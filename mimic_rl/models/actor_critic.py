@@ -86,6 +86,21 @@ class ReferenceModel(nn.Module):
             x = self.memory(x, hidden_state)
         return self.mlp(x)
 
+    def step(
+        self,
+        obs: torch.Tensor,
+        ref: torch.Tensor | None = None,
+        ref_mask: torch.Tensor | None = None,
+        hidden_state: HiddenState = None,
+    ) -> tuple[torch.Tensor, HiddenState]:
+        """One step of ``[B, ...]`` inputs from an explicit recurrent state: (raw MLP output, new state).
+
+        Without a recurrent core this is ``trunk`` and the state stays None."""
+        x = self.latent(obs, ref, ref_mask)
+        if self.memory is not None:
+            x, hidden_state = self.memory.step(x, hidden_state)
+        return self.mlp(x), hidden_state
+
     @torch.no_grad()
     def update_normalization(
         self, obs: torch.Tensor, ref: torch.Tensor | None = None, ref_mask: torch.Tensor | None = None

@@ -5,9 +5,20 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["HiddenState", "Memory"]
+__all__ = ["HiddenState", "Memory", "zero_done"]
 
 HiddenState = torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None
+
+
+def zero_done(hidden: HiddenState, dones: torch.Tensor) -> HiddenState:
+    """``hidden`` (``[layers, N, H]``, or an LSTM's pair) with the rows of done envs (bool ``[N]``) zeroed."""
+    if hidden is None:
+        return None
+    first = hidden[0] if isinstance(hidden, tuple) else hidden
+    keep = (~dones.reshape(-1).to(torch.bool)).to(first.dtype).reshape(1, -1, 1)
+    if isinstance(hidden, tuple):
+        return tuple(h * keep for h in hidden)  # type: ignore[return-value]
+    return hidden * keep
 
 
 class Memory(nn.Module):
@@ -38,6 +49,15 @@ class Memory(nn.Module):
         out, self.hidden = self.rnn(x.unsqueeze(0), self.hidden)
         return out.squeeze(0)
 
+    def step(self, x: torch.Tensor, hidden_state: HiddenState = None) -> tuple[torch.Tensor, HiddenState]:
+        """One step of ``x [B, F]`` from an explicit ``hidden_state`` (zeros if None); returns (output, new state).
+
+        Leaves the internal collection-time state alone (truncated BPTT in updates)."""
+        if hidden_state is None:
+            hidden_state = self._zeros(x.shape[0], x)
+        out, hidden_state = self.rnn(x.unsqueeze(0), hidden_state)
+        return out.squeeze(0), hidden_state
+
     def _zeros(self, batch: int, like: torch.Tensor) -> HiddenState:
         h = torch.zeros(self.rnn.num_layers, batch, self.hidden_dim, device=like.device, dtype=like.dtype)
         return (h, h.clone()) if self.rnn_type == "lstm" else h
@@ -49,14 +69,7 @@ class Memory(nn.Module):
         if dones is None:
             self.hidden = None
             return
-        keep = (~dones.reshape(-1).to(torch.bool)).to(self._first().dtype).reshape(1, -1, 1)
-        if isinstance(self.hidden, tuple):
-            self.hidden = tuple(h * keep for h in self.hidden)  # type: ignore[assignment]
-        else:
-            self.hidden = self.hidden * keep
-
-    def _first(self) -> torch.Tensor:
-        return self.hidden[0] if isinstance(self.hidden, tuple) else self.hidden  # type: ignore[return-value]
+        self.hidden = zero_done(self.hidden, dones)
 
     def get_hidden_state(self) -> HiddenState:
         """The current collection-time state (None before the first step)."""

@@ -19,7 +19,7 @@ from torch import nn
 from mimic_rl.models.actor_critic import Actor
 from mimic_rl.models.mlp import activation as make_activation
 
-__all__ = ["ActorTeacher", "RslRlTeacher", "load_teacher"]
+__all__ = ["ActorTeacher", "RslRlTeacher", "load_teacher", "load_teacher_state", "teacher_from_config"]
 
 
 class ActorTeacher(nn.Module):
@@ -31,63 +31,110 @@ class ActorTeacher(nn.Module):
         super().__init__()
         self.actor = actor.eval().requires_grad_(False)
         self.obs_group, self.ref_group, self.mask_group = obs_group, ref_group, mask_group
+        self.config = {
+            "kind": "actor",
+            "actor_cfg": actor.config,
+            "obs_group": obs_group,
+            "ref_group": ref_group,
+            "mask_group": mask_group,
+        }
+        """What ``teacher_from_config`` rebuilds this teacher from (saved in distillation checkpoints)."""
 
     def forward(self, obs: TensorDictBase) -> torch.Tensor:
         """Deterministic teacher actions."""
+        if self.actor.ref_shape is None:
+            return self.actor(obs[self.obs_group])
         return self.actor(obs[self.obs_group], obs.get(self.ref_group, None), obs.get(self.mask_group, None))
 
     def std(self) -> torch.Tensor:
         """The teacher's action std."""
         return self.actor.head.std()
 
+    def reset(self, dones: torch.Tensor | None = None) -> None:
+        """Zero a recurrent teacher's state where episodes ended."""
+        self.actor.reset(dones)
+
     def train(self, mode: bool = True) -> ActorTeacher:
         """A teacher always stays in eval mode."""
         return super().train(False)
 
 
+def _rsl_rl_to_own(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """rsl_rl ``MLPModel`` actor keys -> ``RslRlTeacher`` keys (the MLP keeps its ``mlp.<i>`` names)."""
+    out = {k: v for k, v in state.items() if k.startswith("mlp.")}
+    if "obs_normalizer._mean" in state:
+        out["norm_mean"] = state["obs_normalizer._mean"].reshape(-1)
+        out["norm_std"] = state["obs_normalizer._std"].reshape(-1)
+    if "distribution.std_param" in state:
+        out["_std"] = state["distribution.std_param"]
+    elif "distribution.log_std_param" in state:
+        out["_std"] = state["distribution.log_std_param"].exp()
+    return out
+
+
 class RslRlTeacher(nn.Module):
-    """An rsl_rl ``MLPModel`` actor rebuilt from its state dict; input is the concatenation of ``obs_groups``."""
+    """An rsl_rl ``MLPModel`` actor: an MLP over the concatenation of ``obs_groups``, with an optional normalizer.
+
+    Build it from an rsl_rl state dict with ``from_rsl_rl``; ``dims`` are the layer widths, input first.
+    """
 
     def __init__(
-        self, state_dict: Mapping[str, torch.Tensor], obs_groups: Sequence[str], activation: str = "elu"
+        self, dims: Sequence[int], obs_groups: Sequence[str], activation: str = "elu", normalizer: bool = False
     ) -> None:
         super().__init__()
+        dims = [int(d) for d in dims]
+        if len(dims) < 2:
+            raise ValueError(f"RslRlTeacher needs at least an input and an output width, got dims {dims}")
         self.obs_groups = list(obs_groups)
-        linear_ids = sorted(int(k.split(".")[1]) for k in state_dict if k.startswith("mlp.") and k.endswith(".weight"))
-        if not linear_ids:
-            raise KeyError("rsl_rl actor_state_dict has no 'mlp.<i>.weight' entries; is this an rsl_rl MLPModel actor?")
         layers: list[nn.Module] = []
-        for j, i in enumerate(linear_ids):
-            w = state_dict[f"mlp.{i}.weight"]
-            lin = nn.Linear(w.shape[1], w.shape[0])
-            lin.weight.data.copy_(w)
-            lin.bias.data.copy_(state_dict[f"mlp.{i}.bias"])
-            layers.append(lin)
-            if j < len(linear_ids) - 1:
+        for j in range(len(dims) - 1):
+            layers.append(nn.Linear(dims[j], dims[j + 1]))
+            if j < len(dims) - 2:
                 layers.append(make_activation(activation))
         self.mlp = nn.Sequential(*layers)
-        self.input_dim = int(state_dict[f"mlp.{linear_ids[0]}.weight"].shape[1])
-        self._first_layer = f"mlp.{linear_ids[0]}.weight"
-        mean = state_dict.get("obs_normalizer._mean")
-        if mean is not None:
-            self.register_buffer("norm_mean", mean.reshape(-1).clone())
-            self.register_buffer("norm_std", state_dict["obs_normalizer._std"].reshape(-1).clone())
+        self.input_dim = dims[0]
+        if normalizer:
+            self.register_buffer("norm_mean", torch.zeros(dims[0]))
+            self.register_buffer("norm_std", torch.ones(dims[0]))
         else:
             self.norm_mean = None
-        if "distribution.std_param" in state_dict:
-            self.register_buffer("_std", state_dict["distribution.std_param"].clone())
-        elif "distribution.log_std_param" in state_dict:
-            self.register_buffer("_std", state_dict["distribution.log_std_param"].exp())
-        else:
-            self.register_buffer("_std", torch.ones(self.mlp[-1].out_features))
+        self.register_buffer("_std", torch.ones(dims[-1]))
+        self.config = {
+            "kind": "rsl_rl",
+            "dims": dims,
+            "obs_groups": self.obs_groups,
+            "activation": activation,
+            "normalizer": bool(normalizer),
+        }
+        """What ``teacher_from_config`` rebuilds this teacher from (saved in distillation checkpoints)."""
         self.requires_grad_(False).eval()
+
+    @classmethod
+    def from_rsl_rl(
+        cls, state_dict: Mapping[str, torch.Tensor], obs_groups: Sequence[str], activation: str = "elu"
+    ) -> RslRlTeacher:
+        """The teacher of an rsl_rl ``actor_state_dict`` (``mlp.<i>.weight/bias``, ``obs_normalizer._mean/_std``,
+        ``distribution.std_param`` or ``log_std_param``)."""
+        ids = sorted(int(k.split(".")[1]) for k in state_dict if k.startswith("mlp.") and k.endswith(".weight"))
+        if not ids:
+            raise KeyError("rsl_rl actor_state_dict has no 'mlp.<i>.weight' entries; is this an rsl_rl MLPModel actor?")
+        expected = list(range(0, 2 * len(ids), 2))
+        if ids != expected:
+            raise KeyError(f"rsl_rl actor MLP layers are at indices {ids}; expected Linear layers at {expected}")
+        dims = [int(state_dict[f"mlp.{ids[0]}.weight"].shape[1])]
+        dims += [int(state_dict[f"mlp.{i}.weight"].shape[0]) for i in ids]
+        teacher = cls(dims, obs_groups, activation, normalizer="obs_normalizer._mean" in state_dict)
+        own = _rsl_rl_to_own(state_dict)
+        own.setdefault("_std", teacher._std)
+        _load_checked(teacher, own)
+        return teacher
 
     def forward(self, obs: TensorDictBase) -> torch.Tensor:
         """Deterministic teacher actions from the concatenated observation groups."""
         x = torch.cat([obs[g].reshape(obs[g].shape[0], -1) for g in self.obs_groups], dim=-1)
         if x.shape[-1] != self.input_dim:
             raise ValueError(
-                f"rsl_rl teacher layer {self._first_layer} expects input dim {self.input_dim}, but the observation "
+                f"rsl_rl teacher layer mlp.0.weight expects input dim {self.input_dim}, but the observation "
                 f"groups {self.obs_groups} give {x.shape[-1]}"
             )
         if self.norm_mean is not None:
@@ -98,9 +145,23 @@ class RslRlTeacher(nn.Module):
         """The teacher's action std."""
         return self._std
 
+    def reset(self, dones: torch.Tensor | None = None) -> None:
+        """Feed-forward: nothing to reset."""
+
     def train(self, mode: bool = True) -> RslRlTeacher:
         """A teacher always stays in eval mode."""
         return super().train(False)
+
+
+def teacher_from_config(config: Mapping[str, Any]) -> nn.Module:
+    """An untrained teacher with the architecture ``config`` (a teacher's ``.config``) describes."""
+    kind = config.get("kind")
+    if kind == "actor":
+        groups = {k: config[k] for k in ("obs_group", "ref_group", "mask_group")}
+        return ActorTeacher(Actor(**config["actor_cfg"]), **groups)
+    if kind == "rsl_rl":
+        return RslRlTeacher(config["dims"], config["obs_groups"], config["activation"], config["normalizer"])
+    raise ValueError(f"teacher config kind must be 'actor' or 'rsl_rl', got {kind!r}")
 
 
 def load_teacher(
@@ -111,25 +172,53 @@ def load_teacher(
 ) -> nn.Module:
     """A frozen teacher from a module, a checkpoint path, or a loaded checkpoint dict.
 
-    This package's checkpoints hold ``actor_cfg`` next to ``actor_state_dict``; anything else with an
-    ``actor_state_dict`` is read as rsl_rl's format, its input being the concatenation of ``obs_groups``.
+    This package's training checkpoints hold ``actor_cfg`` next to ``actor_state_dict``; a distillation checkpoint
+    holds ``teacher_cfg`` and ``teacher_state_dict``; anything else with an ``actor_state_dict`` is read as rsl_rl's
+    format, its input being the concatenation of ``obs_groups``.
     """
     if isinstance(source, nn.Module):
         module = source if not isinstance(source, Actor) else ActorTeacher(source)
         return module.to(device).eval().requires_grad_(False)
-    ckpt = torch.load(source, map_location="cpu", weights_only=False) if isinstance(source, str | Path) else source
-    if "actor_state_dict" not in ckpt:
+    if isinstance(source, str | Path):
+        if not Path(source).is_file():
+            raise FileNotFoundError(f"teacher checkpoint {source} does not exist")
+        ckpt = torch.load(source, map_location="cpu", weights_only=False)
+    else:
+        ckpt = source
+    if "teacher_cfg" in ckpt and "teacher_state_dict" in ckpt:
+        teacher = teacher_from_config(ckpt["teacher_cfg"])
+    elif "actor_state_dict" not in ckpt:
         raise KeyError(f"teacher checkpoint has no 'actor_state_dict' (keys: {sorted(ckpt)[:10]})")
-    state = ckpt["actor_state_dict"]
-    if "actor_cfg" in ckpt:
-        actor = Actor(**ckpt["actor_cfg"])
-        _load_checked(actor, state)
-        return ActorTeacher(actor).to(device)
-    return RslRlTeacher(state, obs_groups, activation).to(device)
+    elif "actor_cfg" in ckpt:
+        teacher = ActorTeacher(Actor(**ckpt["actor_cfg"]))
+    else:
+        return RslRlTeacher.from_rsl_rl(ckpt["actor_state_dict"], obs_groups, activation).to(device)
+    load_teacher_state(teacher, ckpt)
+    return teacher.to(device)
+
+
+def load_teacher_state(teacher: nn.Module, ckpt: Mapping[str, Any]) -> None:
+    """Load a teacher's parameters from a distillation checkpoint (``teacher_state_dict``), this package's training
+    checkpoint (``actor_state_dict`` + ``actor_cfg``) or an rsl_rl one (``actor_state_dict``); a mismatch raises
+    naming the layer and both shapes."""
+    if "teacher_state_dict" in ckpt:
+        _load_checked(teacher, ckpt["teacher_state_dict"])
+    elif "actor_state_dict" not in ckpt:
+        raise KeyError(
+            f"checkpoint has neither 'teacher_state_dict' nor 'actor_state_dict' (keys: {sorted(ckpt)[:10]})"
+        )
+    elif isinstance(teacher, ActorTeacher):
+        _load_checked(teacher.actor, ckpt["actor_state_dict"])
+    elif isinstance(teacher, RslRlTeacher):
+        own = _rsl_rl_to_own(ckpt["actor_state_dict"])
+        own.setdefault("_std", teacher._std)
+        _load_checked(teacher, own)
+    else:
+        _load_checked(teacher, ckpt["actor_state_dict"])
 
 
 def _load_checked(module: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
-    """``load_state_dict`` whose shape errors name the layer and both shapes."""
+    """``load_state_dict`` whose errors name the layer and both shapes."""
     own = module.state_dict()
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]

@@ -47,7 +47,7 @@ def make_env(cfg: TrainConfig, rank: int = 0) -> Any:
 class OnPolicyRunner:
     """Trains MMPPO on a vectorized env; ``learn()`` runs iterations, ``save()`` / ``load()`` checkpoint."""
 
-    def __init__(self, cfg: TrainConfig, log_dir: str | Path | None = None, env: Any | None = None) -> None:
+    def __init__(self, cfg: TrainConfig | Any, log_dir: str | Path | None = None, env: Any | None = None) -> None:
         self.cfg = cfg
         self.multi_gpu = multi_gpu_config_from_env()
         self.rank = self.multi_gpu.global_rank if self.multi_gpu else 0
@@ -60,15 +60,7 @@ class OnPolicyRunner:
             init_distributed(self.multi_gpu, self.device)
         seed_everything(cfg.runner.seed + self.rank)
         self.env = env if env is not None else make_env(cfg, self.rank)
-        obs = self.env.get_observations()
-        alg_cfg = {
-            "algorithm": dict(cfg.algorithm),
-            "actor": dict(cfg.actor),
-            "critic": dict(cfg.critic),
-            "num_steps_per_env": cfg.runner.num_steps_per_env,
-            "multi_gpu": None if self.multi_gpu is None else vars(self.multi_gpu),
-        }
-        self.alg = MMPPO.construct_algorithm(obs, self.env, alg_cfg, self.device)
+        self.alg = self._build_algorithm(self.env.get_observations())
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.is_main = self.rank == 0 and self.log_dir is not None
         if self.is_main:
@@ -84,6 +76,17 @@ class OnPolicyRunner:
         self._episode_length = torch.zeros(n, device=self.device)
         self._rewards: deque[float] = deque(maxlen=200)
         self._lengths: deque[float] = deque(maxlen=200)
+
+    def _build_algorithm(self, obs: Any) -> Any:
+        """MMPPO, its models and storage from the config."""
+        alg_cfg = {
+            "algorithm": dict(self.cfg.algorithm),
+            "actor": dict(self.cfg.actor),
+            "critic": dict(self.cfg.critic),
+            "num_steps_per_env": self.cfg.runner.num_steps_per_env,
+            "multi_gpu": None if self.multi_gpu is None else vars(self.multi_gpu),
+        }
+        return MMPPO.construct_algorithm(obs, self.env, alg_cfg, self.device)
 
     # ------------------------------------------------------------------ training
     def learn(self, num_iterations: int | None = None) -> dict[str, float]:
@@ -186,15 +189,7 @@ class OnPolicyRunner:
     def load(self, path: str | Path, load_optimizer: bool = True, resume: bool = True) -> dict[str, Any]:
         """Load a checkpoint; with ``resume``, also the env, random states and counters (an exact continuation)."""
         state = load_checkpoint(path, self.device)
-        load_cfg = {
-            "actor": True,
-            "critic": True,
-            "optimizer": load_optimizer,
-            "iteration": resume,
-            "rnd": True,
-            "amp": True,
-        }
-        self.alg.load(state, load_cfg, strict=True)
+        self.alg.load(state, self._load_cfg(load_optimizer, resume), strict=True)
         if resume:
             self.iteration = int(state.get("iteration", 0))
             self.total_steps = int(state.get("total_steps", 0))
@@ -209,6 +204,16 @@ class OnPolicyRunner:
             if "rng" in state:
                 restore_rng_state(state["rng"])
         return state
+
+    def _load_cfg(self, load_optimizer: bool, resume: bool) -> dict[str, bool]:
+        return {
+            "actor": True,
+            "critic": True,
+            "optimizer": load_optimizer,
+            "iteration": resume,
+            "rnd": True,
+            "amp": True,
+        }
 
     def close(self) -> None:
         """Close the logger and the env."""

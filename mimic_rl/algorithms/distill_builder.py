@@ -1,0 +1,105 @@
+"""Build Distillation, its student, its teacher and its storage from a config and an example observation TensorDict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+
+from mimic_rl.algorithms.builder import observation_layout, strip_class_name
+from mimic_rl.models.actor_critic import Actor, ReferenceModel
+from mimic_rl.models.teacher import load_teacher, teacher_from_config
+from mimic_rl.storage import RolloutStorageMM
+from mimic_rl.utils import check_kwargs
+
+__all__ = ["TEACHER_KEYS", "build_distillation", "check_distillation_kwargs"]
+
+TEACHER_KEYS = ("checkpoint", "obs_groups", "activation")
+"""Keys of a teacher section: a checkpoint path, and for rsl_rl checkpoints the observation groups its MLP reads
+(concatenated in that order) and its activation."""
+
+
+def check_distillation_kwargs(algorithm: dict[str, Any], student: dict[str, Any], name: str = "{}") -> None:
+    """Raise ``ValueError`` naming any key that Distillation or the student (an ``Actor``) does not accept.
+
+    The student section also takes ``use_reference`` (bool, default True): whether the student reads the reference
+    command. ``name`` formats the section name in messages (``"{}"`` or ``"cfg['{}']"``).
+    """
+    from mimic_rl.algorithms.distillation import Distillation
+
+    student = {k: v for k, v in student.items() if k != "use_reference"}
+    check_kwargs(
+        (Actor.__init__, ReferenceModel.__init__),
+        student,
+        name.format("student"),
+        ("obs_dim", "num_actions", "ref_shape", "output_dim"),
+    )
+    check_kwargs(
+        Distillation.__init__, algorithm, name.format("algorithm"), ("student", "teacher", "storage", "device")
+    )
+
+
+def _teacher(spec: Any, device: str | torch.device) -> tuple[nn.Module, bool]:
+    """(teacher module, whether it holds trained parameters) from a module, a checkpoint dict/path or a section."""
+    if isinstance(spec, nn.Module):
+        return load_teacher(spec, device=device), True
+    spec = dict(spec or {})
+    if "kind" in spec:  # an architecture only (a teacher's .config); parameters come later through load()
+        return teacher_from_config(spec).to(device), False
+    unknown = set(spec) - set(TEACHER_KEYS)
+    if unknown:
+        raise ValueError(f"cfg['teacher']: unknown key(s) {sorted(unknown)}; allowed keys are {list(TEACHER_KEYS)}")
+    if not spec.get("checkpoint"):
+        raise ValueError("cfg['teacher'] needs a 'checkpoint' (a trained policy: this package's or rsl_rl's)")
+    groups = spec.get("obs_groups") or ["policy", "reference"]
+    return load_teacher(spec["checkpoint"], groups, spec.get("activation", "elu"), device), True
+
+
+def build_distillation(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str | torch.device):
+    """Student sized from ``obs``, the teacher, a distillation ``RolloutStorageMM`` and ``Distillation``.
+
+    ``cfg`` keys: ``algorithm`` (Distillation arguments), ``student`` (Actor arguments and ``use_reference``),
+    ``teacher`` (a module, or ``{checkpoint, obs_groups, activation}``), ``num_steps_per_env``, optional
+    ``multi_gpu``. Unknown keys are errors that name the key; the teacher is run once on ``obs`` to check that it
+    fits the env.
+    """
+    from mimic_rl.algorithms.distillation import Distillation
+
+    layout = observation_layout(obs)
+    alg_cfg = strip_class_name(cfg.get("algorithm"), "cfg['algorithm']", "Distillation")
+    student_cfg = strip_class_name(cfg.get("student"), "cfg['student']", "Actor")
+    check_distillation_kwargs(alg_cfg, student_cfg, name="cfg['{}']")
+    use_reference = bool(student_cfg.pop("use_reference", True)) and layout["reference"] is not None
+    group = alg_cfg.get("student_obs_group", "policy")
+    if group not in obs.keys():
+        raise KeyError(f"cfg['algorithm']['student_obs_group'] = {group!r} is not an observation group of the env")
+    num_actions = int(env.num_actions)
+    obs_shape = tuple(obs[group].shape[1:])
+    ref_shape = layout["reference"] if use_reference else None
+    student = Actor(obs_shape[-1], num_actions, ref_shape, **student_cfg)
+    teacher, loaded = _teacher(cfg.get("teacher"), device)
+    with torch.no_grad():
+        labels = teacher.to(device)(obs.to(device))
+    if tuple(labels.shape) != (obs.batch_size[0], num_actions):
+        raise ValueError(
+            f"the teacher outputs actions of shape {tuple(labels.shape)}, the env expects "
+            f"{(obs.batch_size[0], num_actions)}: is it a policy for this robot?"
+        )
+    if hasattr(teacher, "reset"):
+        teacher.reset()
+    storage = RolloutStorageMM(
+        "distillation",
+        int(env.num_envs),
+        int(cfg.get("num_steps_per_env", 24)),
+        obs_shape,
+        ref_shape or (None,),
+        (None,),
+        (None,),
+        (num_actions,),
+        device=device,
+    )
+    alg = Distillation(student, teacher, storage, device=device, multi_gpu_cfg=cfg.get("multi_gpu"), **alg_cfg)
+    alg.teacher_loaded = loaded
+    return alg
