@@ -47,6 +47,20 @@ def test_vectorized_state_equals_a_per_env_loop():
         )
 
 
+def test_a_body_subset_equals_the_same_bodies_of_the_full_state(data_dir):
+    from mimic_rl.motion import load_motion
+
+    lib = MotionLibrary([load_motion(data_dir / "motions/humanoid28/humanoid_dance.npz")])
+    g = torch.Generator().manual_seed(0)
+    ids, times = lib.sample(32, "uniform", g)
+    full = lib.future_states(ids, times, lib.frame_offsets(3))
+    for bodies in ([7], [3, 0, 11]):
+        part = lib.future_states(ids, times, lib.frame_offsets(3), bodies)
+        assert torch.equal(part.joint_pos, full.joint_pos) and torch.equal(part.joint_vel, full.joint_vel)
+        for name in ("body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w"):
+            assert torch.equal(getattr(part, name), getattr(full, name)[:, :, bodies]), name
+
+
 def test_future_frames_are_states_at_offsets():
     lib = MotionLibrary([ramp_clip(T=101, fps=50.0)])
     ids, times = torch.tensor([0, 0]), torch.tensor([0.1, 1.9])

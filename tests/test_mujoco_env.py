@@ -68,7 +68,7 @@ def test_reference_state_init_gives_zero_tracking_error(data_dir, mode, toleranc
     clips, times = env.clip_ids, env.obs_time
     ref = env.library.state(clips, times)
     robot = env.robot_state()
-    err = (robot.body_pos_w - ref.body_pos_w[:, env._ref_body_idx]).norm(dim=-1)
+    err = (robot.body_pos_w - ref.body_pos_w[:, env._ref_tracked]).norm(dim=-1)
     # exact at frame times; between frames the library lerps body positions, which is not the FK of lerped joints
     assert float(err.max()) < tolerance  # metres
     torch.testing.assert_close(robot.joint_pos, ref.joint_pos, atol=1e-5, rtol=0)
@@ -222,15 +222,20 @@ def test_envs_that_do_not_reset_keep_their_pre_reset_observations(data_dir):
 
 
 def test_compiled_mdp_step_matches_eager(data_dir):
-    eager = _rollout(data_dir, 25)
-    compiled = _rollout(data_dir, 25, compile=True)
-    assert sum(int(d.sum()) for _, _, d, _ in eager) > 0  # the comparison covers resets
-    for (o1, r1, d1, f1), (o2, r2, d2, f2) in zip(eager, compiled):
-        assert torch.equal(d1, d2)
-        torch.testing.assert_close(r2, r1, atol=1e-5, rtol=1e-4)
-        for key in ("policy", "reference", "critic"):
-            torch.testing.assert_close(o2[key], o1[key], atol=1e-3, rtol=1e-3)
-            torch.testing.assert_close(f2[key], f1[key], atol=1e-3, rtol=1e-3)
+    """Two compiled envs of the same size but other constants (episode length) in one process: each keeps its own
+    graphs (guards are skipped after warm-up) and matches eager, time-outs and resets included."""
+    resets = []
+    for kwargs in ({}, {"episode_length_s": 0.06}):
+        eager = _rollout(data_dir, 25, **kwargs)
+        compiled = _rollout(data_dir, 25, compile=True, **kwargs)
+        resets.append(sum(int(d.sum()) for _, _, d, _ in eager))  # the comparison covers resets
+        for (o1, r1, d1, f1), (o2, r2, d2, f2) in zip(eager, compiled):
+            assert torch.equal(d1, d2)
+            torch.testing.assert_close(r2, r1, atol=1e-5, rtol=1e-4)
+            for key in ("policy", "reference", "critic"):
+                torch.testing.assert_close(o2[key], o1[key], atol=1e-3, rtol=1e-3)
+                torch.testing.assert_close(f2[key], f1[key], atol=1e-3, rtol=1e-3)
+    assert 0 < resets[0] < resets[1]  # 3-step episodes: more resets, from the other env's own constant
 
 
 def test_compile_failure_falls_back_to_eager_with_a_warning(data_dir, monkeypatch):

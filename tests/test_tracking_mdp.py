@@ -282,6 +282,10 @@ def test_tracking_metrics_accumulator(dd):
     m.reset()
     out = m.summary()
     assert math.isnan(out["success_rate"]) and out["episodes"] == 0.0 and "a" not in out
+    m.add_sums(["a", "b"], t([6.0, 2.0], dd).double(), 2.0)  # precomputed sums (the env's compiled step)
+    m.update({"a": t([0.0, 3.0], dd)})
+    out = m.summary()
+    assert out["a"] == pytest.approx(9.0 / 4) and out["b"] == pytest.approx(1.0)
 
 
 # ---------------------------------------------------------------- AMP features

@@ -29,7 +29,9 @@ def data_dir() -> Path:
     return Path(os.environ.get("MIMIC_RL_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
-def make_env(robot: str, num_envs: int, threads: int, compile: bool = False) -> MujocoTrackingEnv:
+def make_env(
+    robot: str, num_envs: int, threads: int, compile: bool = False, torch_threads: int | None = None
+) -> MujocoTrackingEnv:
     d = data_dir()
     if robot == "humanoid28":
         cfg = TrackingEnvConfig(num_envs=num_envs, motions=[str(d / "motions/humanoid28/humanoid_walk.npz")])
@@ -43,15 +45,24 @@ def make_env(robot: str, num_envs: int, threads: int, compile: bool = False) -> 
         )
     cfg.num_threads = threads
     cfg.compile = compile
+    cfg.torch_threads = torch_threads
     return MujocoTrackingEnv(cfg)
 
 
-def bench(robot: str, num_envs: int, steps: int, threads: int, compile: bool, block: int = 10) -> dict[str, float]:
+def bench(
+    robot: str,
+    num_envs: int,
+    steps: int,
+    threads: int,
+    compile: bool,
+    torch_threads: int | None = None,
+    block: int = 10,
+) -> dict[str, float]:
     """Env steps/s and raw physics steps/s, measured in alternating blocks of ``block`` policy steps.
 
     Each block of env steps is replayed at once by the raw baselines, so that both see the same machine load (this
     2-core box's speed drifts by tens of percent over minutes)."""
-    env = make_env(robot, num_envs, threads, compile)
+    env = make_env(robot, num_envs, threads, compile, torch_threads)
     j = env.num_actions
     dec = env.cfg.decimation
 
@@ -83,13 +94,13 @@ def bench(robot: str, num_envs: int, steps: int, threads: int, compile: bool, bl
     done = 0
     while done < steps:
         states, controls = [], []
-        t = time.perf_counter()
         for _ in range(min(block, steps - done)):
             a = act(obs)
             states.append(env.physics.state.copy())
             controls.append((env.default_joint_pos + env.action_scale * a).double().numpy())
+            t = time.perf_counter()
             obs, *_ = env.step(a)
-        totals["env"] += time.perf_counter() - t
+            totals["env"] += time.perf_counter() - t
         totals["raw_same"] += raw_same(states, controls)
         totals["raw_bare"] += raw_bare(states, controls)
         done += len(states)
@@ -105,6 +116,7 @@ def main() -> None:
     parser.add_argument("--envs", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--torch-threads", type=int, help="TrackingEnvConfig.torch_threads (default: the env's)")
     parser.add_argument(
         "--compile",
         choices=["off", "on", "both"],
@@ -124,7 +136,7 @@ def main() -> None:
     for robot in args.robots:
         for n in args.envs:
             for compile in modes:
-                r = bench(robot, n, args.steps, args.threads, compile)
+                r = bench(robot, n, args.steps, args.threads, compile, args.torch_threads)
                 print(
                     f"{robot:12s}{n:6d}{'on' if compile else 'off':>8s}{r['env']:14.0f}"
                     f"{r['raw_same']:18.0f}{r['env'] / r['raw_same']:8.2f}"

@@ -86,6 +86,7 @@ class MotionLibrary:
             "body_lin_vel_w": (b, 3),
             "body_ang_vel_w": (b, 3),
         }
+        self._subsets: dict[tuple[int, ...], tuple[torch.Tensor, dict[str, slice], dict[str, tuple]]] = {}
         for name in widths:  # [F, ...] views, e.g. library.body_pos_w
             setattr(self, name, self._frames[:, self._columns[name]].view(-1, *self._shapes[name]))
         frames = torch.tensor([c.num_frames for c in clips], dtype=torch.long)
@@ -155,27 +156,52 @@ class MotionLibrary:
         start = self.clip_start[clip_ids]
         return start + f0, start + f1, alpha
 
-    def state(self, clip_ids: torch.Tensor, times: torch.Tensor) -> BodyState:
-        """Interpolated reference state of each (clip, time) pair, leading shape that of ``clip_ids``."""
+    def _table(self, bodies: Sequence[int] | None) -> tuple[torch.Tensor, dict[str, slice], dict[str, tuple]]:
+        """The packed frame table (and its column layout) restricted to ``bodies``; built once per subset."""
+        if bodies is None:
+            return self._frames, self._columns, self._shapes
+        key = tuple(int(b) for b in bodies)
+        if key not in self._subsets:
+            j, nb = self._shapes["joint_pos"][0], len(key)
+            cols: list[int] = list(range(self._columns["joint_pos"].start, self._columns["joint_vel"].stop))
+            columns = {"joint_pos": slice(0, j), "joint_vel": slice(j, 2 * j)}
+            shapes = {"joint_pos": (j,), "joint_vel": (j,)}
+            for name in ("body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w"):
+                width = self._shapes[name][1]
+                start = self._columns[name].start
+                columns[name] = slice(len(cols), len(cols) + nb * width)
+                shapes[name] = (nb, width)
+                cols += [start + b * width + c for b in key for c in range(width)]
+            frames = self._frames[:, torch.tensor(cols, device=self.device)].contiguous()
+            self._subsets[key] = (frames, columns, shapes)
+        return self._subsets[key]
+
+    def state(self, clip_ids: torch.Tensor, times: torch.Tensor, bodies: Sequence[int] | None = None) -> BodyState:
+        """Interpolated reference state of each (clip, time) pair, leading shape that of ``clip_ids``; with
+        ``bodies`` (indices into ``body_names``), only those bodies, in that order (less work)."""
+        frames, columns, shapes = self._table(bodies)
         f0, f1, a = self._frame_index(clip_ids.reshape(-1), times.reshape(-1))
-        x0, x1 = self._frames.index_select(0, f0), self._frames.index_select(0, f1)
+        x0, x1 = frames.index_select(0, f0), frames.index_select(0, f1)
         w = a.unsqueeze(-1)
         rows = torch.where(w == 0, x0, x0 + w * (x1 - x0))  # lerp; exactly the frame at a frame time
-        quat = self._columns["body_quat_w"]
-        nb = self._shapes["body_quat_w"][0]
+        quat = columns["body_quat_w"]
+        nb = shapes["body_quat_w"][0]
         q0, q1 = x0[:, quat].view(-1, nb, 4), x1[:, quat].view(-1, nb, 4)
         slerped = quat_slerp(q0, q1, a.unsqueeze(-1).expand(-1, nb))
         rows[:, quat] = torch.where((w == 0).unsqueeze(-1), q0, slerped).reshape(-1, 4 * nb)
         lead = tuple(clip_ids.shape)
-        fields = {name: rows[:, cols].reshape(*lead, *self._shapes[name]) for name, cols in self._columns.items()}
+        fields = {name: rows[:, cols].reshape(*lead, *shapes[name]) for name, cols in columns.items()}
         return BodyState(**fields)
 
-    def future_states(self, clip_ids: torch.Tensor, times: torch.Tensor, offsets: torch.Tensor) -> BodyState:
-        """States at ``times + offsets`` for K offsets (seconds), leading shape ``[N, K]``."""
+    def future_states(
+        self, clip_ids: torch.Tensor, times: torch.Tensor, offsets: torch.Tensor, bodies: Sequence[int] | None = None
+    ) -> BodyState:
+        """States at ``times + offsets`` for K offsets (seconds), leading shape ``[N, K]`` (``bodies`` as in
+        ``state``)."""
         offsets = torch.as_tensor(offsets, dtype=torch.float32, device=self.device).reshape(1, -1)
         n, k = clip_ids.shape[0], offsets.shape[1]
         ids = clip_ids.reshape(-1, 1).expand(n, k)
-        return self.state(ids, times.reshape(-1, 1) + offsets).reshape(n, k)
+        return self.state(ids, times.reshape(-1, 1) + offsets, bodies).reshape(n, k)
 
     def frame_offsets(self, num_frames: int, stride: int = 1, fps: float | None = None) -> torch.Tensor:
         """Offsets (seconds) of ``num_frames`` future frames, ``stride`` frames apart at ``fps`` (default: clip 0's)."""

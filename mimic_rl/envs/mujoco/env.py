@@ -14,21 +14,19 @@ step (a 5 ms sensor latency at the default timestep); the reference is evaluated
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 from tensordict import TensorDict
 
-from mimic_rl.envs.mujoco.physics import BatchedPhysics, DomainRandomization
+from mimic_rl.envs.mujoco.config import InitNoise, TrackingEnvConfig
+from mimic_rl.envs.mujoco.physics import BatchedPhysics
 from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, robot_config
 from mimic_rl.motion import BodyState, MotionClip, MotionLibrary, expand_motion_paths
 from mimic_rl.rotations import quat_apply_inverse, quat_from_axis_angle, quat_mul
 from mimic_rl.tasks.tracking import (
-    TerminationConfig,
     TrackingMetrics,
-    TrackingRewardConfig,
     body_pose_in_anchor_frame,
     projected_gravity,
     reference_observation,
@@ -39,53 +37,6 @@ from mimic_rl.tasks.tracking import (
 from mimic_rl.utils import compiled_or_eager
 
 __all__ = ["InitNoise", "MujocoTrackingEnv", "TrackingEnvConfig", "amp_obs_extractor", "amp_reference_extractor"]
-
-
-@dataclass(frozen=True)
-class InitNoise:
-    """Reference-state initialization noise (uniform +-)."""
-
-    joint_pos: float = 0.05
-    root_pos: float = 0.02
-    root_rot: float = 0.05
-    velocity: float = 0.1
-
-
-@dataclass
-class TrackingEnvConfig:
-    """Settings of the tracking env; every field has a default."""
-
-    num_envs: int = 64
-    robot: str = "humanoid28"
-    robot_mjcf: str | None = None
-    motions: list[str] = field(default_factory=list)
-    csv_fps: float | None = None
-    decimation: int = 4
-    episode_length_s: float = 10.0
-    num_future_frames: int = 5
-    future_stride: int = 1
-    """Future reference frames are ``future_stride`` policy steps apart."""
-    sampling_mode: str = "adaptive"
-    init_noise: InitNoise = field(default_factory=InitNoise)
-    reward: TrackingRewardConfig = field(default_factory=TrackingRewardConfig)
-    termination: TerminationConfig = field(default_factory=TerminationConfig)
-    randomization: DomainRandomization = field(default_factory=DomainRandomization)
-    action_offset: str = "default"
-    """PD targets are ``offset + action_scale * action``: ``"default"`` offsets from the default pose; ``"reference"``
-    from the reference's joint positions one policy step ahead (a residual policy: zero action tracks the reference
-    open-loop, so learning starts from feed-forward tracking and only has to add balance)."""
-    reward_scale_by_dt: bool = True
-    num_threads: int = 2
-    """Physics threads (MuJoCo's rollout pool)."""
-    torch_threads: int | None = None
-    """Torch threads inside ``step()``; None: 1 up to 128 envs on the CPU (small ops lose to OpenMP fork/join),
-    else unchanged. The caller's setting is restored after each step."""
-    compile: bool = False
-    """Fuse the per-step MDP (reference interpolation, observations, rewards, terminations, metrics) with
-    ``torch.compile``: fewer, larger kernels instead of ~2,500 small eager ops per step. Costs a one-off compile
-    (tens of seconds on a CPU, needs a C++ compiler there); results match eager to float32 rounding."""
-    seed: int = 0
-    device: str = "cpu"
 
 
 def amp_obs_extractor(obs: Any) -> torch.Tensor:
@@ -145,6 +96,8 @@ class MujocoTrackingEnv:
         self._evaluate_fn = compiled_or_eager(self._evaluate, cfg.compile, options, hint)
         self._observe_fn = compiled_or_eager(self._observe, cfg.compile, options, hint)
         self._initial_states_fn = compiled_or_eager(self._initial_states, cfg.compile, options, hint)
+        self._bucket = min(self.num_envs, max(8, self.num_envs // 8))
+        """Resets are processed in padded chunks of this many envs (fixed shapes, and far fewer rows than N)."""
         self._obs = self._reset_all()
 
     # ------------------------------------------------------------------ layout
@@ -158,9 +111,9 @@ class MujocoTrackingEnv:
         dev = self.device
         self.tracked = tracked
         self._body_idx = torch.tensor([names.index(b) for b in tracked], device=dev)
-        self._ref_body_idx = torch.tensor([lib_names.index(b) for b in tracked], device=dev)
         self.anchor = tracked.index(self.robot.anchor_body)
-        self._ref_anchor = lib_names.index(self.robot.anchor_body)
+        self._ref_anchor_only = [lib_names.index(self.robot.anchor_body)]
+        self._ref_tracked = [lib_names.index(b) for b in tracked]
         self.root = tracked.index(names[0]) if names[0] in tracked else self.anchor
         if names[0] not in lib_names:
             raise ValueError(f"the motions have no state for the robot's root body {names[0]!r}")
@@ -211,9 +164,10 @@ class MujocoTrackingEnv:
         return self._state_from_sensors(self._sensor_tensor)
 
     def _reference(self, clip_ids: torch.Tensor, times: torch.Tensor) -> tuple[BodyState, BodyState]:
-        """Future frames ``[M, K]`` and the current frame as a BodyState of the tracked bodies."""
-        future = self.library.future_states(clip_ids, times, self._future_offsets)
-        return future, future.frame(0).select(self._ref_body_idx)
+        """Future frames ``[M, K]`` of the anchor body alone (what observations need), and the current frame of the
+        tracked bodies (what rewards, terminations and metrics need)."""
+        future = self.library.future_states(clip_ids, times, self._future_offsets, self._ref_anchor_only)
+        return future, self.library.state(clip_ids, times, self._ref_tracked)
 
     # ------------------------------------------------------------------ observations
     def _observation_groups(self, robot: BodyState, future: BodyState, last_actions: torch.Tensor) -> dict:
@@ -232,12 +186,11 @@ class MujocoTrackingEnv:
             ),
             dim=-1,
         )
-        ref_anchor = self._ref_anchor
-        reference = reference_observation(
+        reference = reference_observation(  # future frames of the anchor body only
             future.joint_pos,
             future.joint_vel,
-            future.body_pos_w[:, :, ref_anchor],
-            future.body_quat_w[:, :, ref_anchor],
+            future.body_pos_w[:, :, 0],
+            future.body_quat_w[:, :, 0],
             anchor_pos,
             anchor_quat,
         )
@@ -291,6 +244,7 @@ class MujocoTrackingEnv:
         log.update({f"metrics/{k}": v.mean() for k, v in values.items()})
         log["reward/total"] = reward.mean()
         return {
+            "metric_sums": torch.stack([v.to(torch.float64).sum() for v in values.values()]),
             "reward": reward,
             "terminated": terminated,
             "time_outs": time_outs,
@@ -342,39 +296,66 @@ class MujocoTrackingEnv:
         joint_vel = ref.joint_vel + c.velocity * n_qd
         return torch.cat((root_pos, root_quat, joint_pos, lin, ang_local, joint_vel), dim=-1)
 
+    def _chunks(self, env_ids: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
+        """``env_ids`` in chunks of the reset bucket size, each padded with copies of its first id (fixed shapes for
+        torch.compile, whatever the number of resets); pairs of (padded ids, number of real ids)."""
+        b = self._bucket
+        out = []
+        for start in range(0, int(env_ids.numel()), b):
+            chunk = env_ids[start : start + b]
+            k = int(chunk.numel())
+            out.append((torch.cat((chunk, chunk[:1].expand(b - k))) if k < b else chunk, k))
+        return out
+
     def _reset_envs(self, env_ids: torch.Tensor, clip_ids: torch.Tensor, times: torch.Tensor) -> None:
         """Reference-state initialization of ``env_ids`` at (``clip_ids``, ``times``)."""
-        k, j = int(env_ids.numel()), self.num_actions
+        j = self.num_actions
         self.clip_ids[env_ids] = clip_ids
         self.motion_time[env_ids] = times
         self.obs_time[env_ids] = times
         self.episode_length_buf[env_ids] = 0
-        # All N rows (fixed shapes for torch.compile; the rows of other envs are computed and dropped).
-        noise = self._rand(self.num_envs, 12 + 2 * j)
-        init = self._initial_states_fn(self.clip_ids, self.motion_time, noise)[env_ids].cpu().double().numpy()
         m = self.model
-        qpos = np.tile(m.qpos0, (k, 1))
-        qvel = np.zeros((k, m.nv))
-        qpos[:, 0:7] = init[:, 0:7]
-        qpos[:, self._qpos_adr] = init[:, 7 : 7 + j]
-        qvel[:, 0:6] = init[:, 7 + j : 13 + j]
-        qvel[:, self._qvel_adr] = init[:, 13 + j :]
-        ids = env_ids.cpu().numpy()
-        if self.cfg.randomization.enabled:
-            self.physics.assign_variants(ids)
-        self.physics.set_state(ids, qpos, qvel)
-        self.physics.refresh_sensors(ids)
+        for rows, k in self._chunks(env_ids):
+            noise = self._rand(self._bucket, 12 + 2 * j)
+            init = self._initial_states_fn(self.clip_ids[rows], self.motion_time[rows], noise)[:k]
+            init = init.cpu().double().numpy()
+            qpos = np.tile(m.qpos0, (k, 1))
+            qvel = np.zeros((k, m.nv))
+            qpos[:, 0:7] = init[:, 0:7]
+            qpos[:, self._qpos_adr] = init[:, 7 : 7 + j]
+            qvel[:, 0:6] = init[:, 7 + j : 13 + j]
+            qvel[:, self._qvel_adr] = init[:, 13 + j :]
+            ids = rows[:k].cpu().numpy()
+            if self.cfg.randomization.enabled:
+                self.physics.assign_variants(ids)
+            self.physics.set_state(ids, qpos, qvel)
+            self.physics.refresh_sensors(ids)
         interval = self.cfg.randomization.push_interval_s
         self._push_timer[env_ids] = interval[0] + (interval[1] - interval[0]) * torch.rand(
-            k, device=self.device, generator=self._gen
+            int(env_ids.numel()), device=self.device, generator=self._gen
         )
+
+    def _observe_rows(self, groups: dict[str, torch.Tensor] | None, env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``groups`` (observations of every env; not modified) with the rows of ``env_ids`` observed anew; with
+        ``groups`` None, new tensors whose other rows are zeros."""
+        out = None if groups is None else {name: value.clone() for name, value in groups.items()}
+        for rows, _ in self._chunks(env_ids):
+            fresh = self._observe_fn(
+                self._sensor_tensor[rows], self.clip_ids[rows], self.obs_time[rows], self.last_actions[rows]
+            )
+            if out is None:
+                out = {name: value.new_zeros(self.num_envs, *value.shape[1:]) for name, value in fresh.items()}
+            for name, value in fresh.items():
+                out[name][rows] = value  # padded rows repeat a real row with the same values
+        return out
 
     def _reset_all(self) -> TensorDict:
         clip_ids, times = self.library.sample(self.num_envs, self.cfg.sampling_mode, self._gen)
-        self._reset_envs(torch.arange(self.num_envs, device=self.device), clip_ids, times)
+        every = torch.arange(self.num_envs, device=self.device)
+        self._reset_envs(every, clip_ids, times)
         self.actions.zero_()
         self.last_actions.zero_()
-        return self._tensordict(self._observe_fn(self._sensor_tensor, self.clip_ids, self.obs_time, self.actions))
+        return self._tensordict(self._observe_rows(None, every))
 
     def reset(self) -> tuple[TensorDict, dict]:
         """Reset every env; returns (observations, extras)."""
@@ -416,7 +397,7 @@ class MujocoTrackingEnv:
             self.last_actions,
         )
         values, terminated, time_outs, dones = out["values"], out["terminated"], out["time_outs"], out["dones"]
-        self.metrics.update(values)
+        self.metrics.add_sums(values.keys(), out["metric_sums"], float(self.num_envs))
         obs = self._tensordict(out["obs"])
         extras = {
             "time_outs": time_outs,
@@ -432,10 +413,7 @@ class MujocoTrackingEnv:
             self.library.record_episode_ends(self.clip_ids[reset_ids], self.obs_time[reset_ids], terminated[reset_ids])
             new_clips, new_times = self.library.sample(k, self.cfg.sampling_mode, self._gen)
             self._reset_envs(reset_ids, new_clips, new_times)
-            # All envs again (fixed shapes): rows that did not reset come out exactly as before.
-            obs = self._tensordict(
-                self._observe_fn(self._sensor_tensor, self.clip_ids, self.obs_time, self.last_actions)
-            )
+            obs = self._tensordict(self._observe_rows(out["obs"], reset_ids))
         self._obs = obs
         return obs, out["reward"], dones, extras
 

@@ -73,9 +73,10 @@ def tracking_metrics(
 class TrackingMetrics:
     """Running means of per-env metrics and the episode success rate, accumulated on the device without syncs.
 
-    ``update`` adds masked per-env values (sums and counts kept as float64 tensors); ``episode_end`` counts ended
-    episodes and successes (an episode succeeds when it ends by time-out, i.e. the clip ran out, and not by a
-    termination); ``summary`` reads everything back in one host transfer.
+    ``update`` adds masked per-env values, ``add_sums`` precomputed per-key sums (one tensor op either way; sums and
+    counts are float64 tensors per key set); ``episode_end`` counts ended episodes and successes (an episode succeeds
+    when it ends by time-out, i.e. the clip ran out, and not by a termination); ``summary`` reads everything back in
+    one host transfer.
     """
 
     def __init__(self, device: torch.device | str | None = None) -> None:
@@ -85,29 +86,33 @@ class TrackingMetrics:
 
     def reset(self) -> None:
         """Forget all sums, counts and episodes."""
-        self._sums: dict[str, torch.Tensor] = {}
-        self._counts: dict[str, torch.Tensor] = {}
+        self._groups: dict[tuple[str, ...], tuple[torch.Tensor, torch.Tensor]] = {}
         self._episodes: torch.Tensor | None = None
         self._successes: torch.Tensor | None = None
 
-    def _zero(self, like: torch.Tensor) -> torch.Tensor:
+    def _zero(self, like: torch.Tensor, *shape: int) -> torch.Tensor:
         if self.device is None:
             self.device = like.device
-        return torch.zeros((), dtype=torch.float64, device=self.device)
+        return torch.zeros(shape, dtype=torch.float64, device=self.device)
+
+    def add_sums(self, keys: Sequence[str], sums: torch.Tensor, counts: torch.Tensor | float) -> None:
+        """Accumulate ``sums`` ``[K]`` of the metrics ``keys`` over ``counts`` envs (a number, or ``[K]``)."""
+        keys = tuple(keys)
+        if keys not in self._groups:
+            self._groups[keys] = (self._zero(sums, len(keys)), self._zero(sums, len(keys)))
+        total, count = self._groups[keys]
+        total += sums
+        count += counts
 
     def update(self, values: Mapping[str, torch.Tensor], mask: torch.Tensor | None = None) -> None:
         """Accumulate per-env values ``{name: [N]}``; only envs where ``mask`` (bool ``[N]``) is true count."""
-        for key, value in values.items():
-            value = value.detach().to(torch.float64)
-            if key not in self._sums:
-                self._sums[key] = self._zero(value)
-                self._counts[key] = self._zero(value)
-            if mask is None:
-                self._sums[key] += value.sum()
-                self._counts[key] += value.numel()
-            else:
-                self._sums[key] += torch.where(mask, value, torch.zeros_like(value)).sum()
-                self._counts[key] += mask.sum()
+        if not values:
+            return
+        stacked = torch.stack([v.detach() for v in values.values()]).to(torch.float64)  # [K, N]
+        if mask is None:
+            self.add_sums(values.keys(), stacked.sum(-1), float(stacked.shape[-1]))
+        else:
+            self.add_sums(values.keys(), torch.where(mask, stacked, 0.0).sum(-1), mask.sum())
 
     def episode_end(self, terminated: torch.Tensor, timed_out: torch.Tensor) -> None:
         """Count the episodes that end now (bool ``[N]`` each); success = timed out and not terminated."""
@@ -121,15 +126,22 @@ class TrackingMetrics:
         """Means per key, ``success_rate`` and ``episodes`` (one host sync); NaN where nothing was counted."""
         if self.device is None:  # nothing was ever added
             return {"success_rate": math.nan, "episodes": 0.0}
-        keys = list(self._sums)
-        zero = torch.zeros((), dtype=torch.float64, device=self.device)
-        stacked = [self._sums[k] for k in keys] + [self._counts[k] for k in keys]
-        stacked += [self._successes if self._successes is not None else zero]
-        stacked += [self._episodes if self._episodes is not None else zero]
-        host = torch.stack(stacked).cpu().tolist()
-        n = len(keys)
-        out = {k: host[i] / host[n + i] if host[n + i] > 0 else math.nan for i, k in enumerate(keys)}
-        successes, episodes = host[2 * n], host[2 * n + 1]
+        zero = torch.zeros(1, dtype=torch.float64, device=self.device)
+        parts = [t for pair in self._groups.values() for t in pair]
+        parts += [(self._successes if self._successes is not None else zero).reshape(1)]
+        parts += [(self._episodes if self._episodes is not None else zero).reshape(1)]
+        host = torch.cat(parts).cpu().tolist()
+        sums: dict[str, float] = {}
+        counts: dict[str, float] = {}
+        i = 0
+        for keys in self._groups:
+            k = len(keys)
+            for j, key in enumerate(keys):
+                sums[key] = sums.get(key, 0.0) + host[i + j]
+                counts[key] = counts.get(key, 0.0) + host[i + k + j]
+            i += 2 * k
+        out = {key: sums[key] / counts[key] if counts[key] > 0 else math.nan for key in sums}
+        successes, episodes = host[i], host[i + 1]
         out["success_rate"] = successes / episodes if episodes > 0 else math.nan
         out["episodes"] = episodes
         return out
