@@ -106,7 +106,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if resume is not None:
         runner.load(resume)
         print(f"resumed from {resume} at iteration {runner.iteration}")
-    print(f"training {cfg.env.robot} on {cfg.env.motions} with {cfg.env.num_envs} envs; logs in {log_dir}")
+    what = f"distilling {cfg.teacher.checkpoint} into a student" if distill else "training"
+    print(f"{what}: {cfg.env.robot} on {cfg.env.motions} with {cfg.env.num_envs} envs; logs in {log_dir}")
     runner.learn()
     runner.close()
     checkpoint = log_dir / f"model_{runner.iteration}.pt"

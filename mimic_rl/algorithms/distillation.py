@@ -21,7 +21,8 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from mimic_rl.algorithms.distributed import MultiGPUConfig, all_reduce_gradients, broadcast_modules
+from mimic_rl.algorithms.distributed import MultiGPUConfig, all_reduce_gradients, broadcast_modules, placement
+from mimic_rl.algorithms.ppo import OPTIMIZERS
 from mimic_rl.algorithms.schedules import Schedule
 from mimic_rl.models.actor_critic import Actor
 from mimic_rl.models.recurrent import HiddenState, zero_done
@@ -29,7 +30,6 @@ from mimic_rl.storage import RolloutStorageMM
 
 __all__ = ["PRIVILEGED_GROUPS", "Distillation"]
 
-_OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 _LOSSES = {"mse": nn.functional.mse_loss, "huber": nn.functional.huber_loss}
 PRIVILEGED_GROUPS = ("critic", "critic_reference", "critic_reference_mask", "teacher", "rnd_state")
 """Observation groups a deployable student must not read."""
@@ -72,8 +72,8 @@ class Distillation:
     ) -> None:
         if loss_type not in _LOSSES:
             raise ValueError(f"loss_type must be one of {sorted(_LOSSES)}, got {loss_type!r}")
-        if optimizer not in _OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {sorted(_OPTIMIZERS)}, got {optimizer!r}")
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
         if int(gradient_length) < 1 or int(num_learning_epochs) < 1:
             raise ValueError(
                 f"gradient_length and num_learning_epochs must be >= 1, got {gradient_length}, {num_learning_epochs}"
@@ -86,10 +86,7 @@ class Distillation:
         if storage.training_type != "distillation":
             raise ValueError("Distillation needs RolloutStorageMM(training_type='distillation')")
         self.device = torch.device(device)
-        self.multi_gpu = MultiGPUConfig.from_any(multi_gpu_cfg)
-        self.is_multi_gpu = self.multi_gpu is not None and self.multi_gpu.world_size > 1
-        self.gpu_global_rank = self.multi_gpu.global_rank if self.multi_gpu else 0
-        self.gpu_world_size = self.multi_gpu.world_size if self.multi_gpu else 1
+        self.multi_gpu, self.is_multi_gpu, self.gpu_global_rank, self.gpu_world_size = placement(multi_gpu_cfg)
         self.student = student.to(self.device)
         self.teacher = teacher.to(self.device).eval().requires_grad_(False)
         self.storage = storage
@@ -100,7 +97,7 @@ class Distillation:
         self.max_grad_norm = max_grad_norm
         self.loss_type = loss_type
         self.loss_fn = _LOSSES[loss_type]
-        self.optimizer = _OPTIMIZERS[optimizer](self.student.parameters(), lr=self.learning_rate)
+        self.optimizer = OPTIMIZERS[optimizer](self.student.parameters(), lr=self.learning_rate)
         self.beta = Schedule.from_any(teacher_action_prob, "teacher_action_prob")
         self.stochastic_student = bool(stochastic_student)
         self.student_obs_group = student_obs_group

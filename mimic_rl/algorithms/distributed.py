@@ -22,6 +22,7 @@ __all__ = [
     "broadcast_modules",
     "init_distributed",
     "multi_gpu_config_from_env",
+    "placement",
 ]
 
 
@@ -44,6 +45,15 @@ class MultiGPUConfig:
                 raise ValueError(f"multi_gpu_cfg: unknown key(s) {sorted(unknown)}")
             return cls(**{k: int(v) for k, v in cfg.items()})
         raise TypeError(f"multi_gpu_cfg must be None, a dict or MultiGPUConfig, got {type(cfg).__name__}")
+
+
+def placement(multi_gpu_cfg: Any) -> tuple[MultiGPUConfig | None, bool, int, int]:
+    """(config, whether several processes train together, global rank, world size) of an algorithm's
+    ``multi_gpu_cfg`` (None, a dict or a MultiGPUConfig)."""
+    cfg = MultiGPUConfig.from_any(multi_gpu_cfg)
+    if cfg is None:
+        return None, False, 0, 1
+    return cfg, cfg.world_size > 1, cfg.global_rank, cfg.world_size
 
 
 def multi_gpu_config_from_env() -> MultiGPUConfig | None:

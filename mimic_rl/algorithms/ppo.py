@@ -22,11 +22,7 @@ from torch import nn
 
 from mimic_rl.algorithms.amp import AMP
 from mimic_rl.algorithms.dagger import DaggerGuidance
-from mimic_rl.algorithms.distributed import (
-    MultiGPUConfig,
-    all_reduce_gradients,
-    broadcast_modules,
-)
+from mimic_rl.algorithms.distributed import MultiGPUConfig, all_reduce_gradients, broadcast_modules, placement
 from mimic_rl.algorithms.rnd import RandomNetworkDistillation
 from mimic_rl.algorithms.symmetry import Symmetry
 from mimic_rl.models.actor_critic import Actor, Critic
@@ -36,7 +32,7 @@ from mimic_rl.storage.amp_pairs import AmpPairExtractor
 
 __all__ = ["MMPPO"]
 
-_OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 
 
 class MMPPO:
@@ -76,20 +72,17 @@ class MMPPO:
     ) -> None:
         if schedule not in ("adaptive", "fixed"):
             raise ValueError(f"schedule must be 'adaptive' or 'fixed', got {schedule!r}")
-        if optimizer not in _OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {sorted(_OPTIMIZERS)}, got {optimizer!r}")
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
         self.device = torch.device(device)
-        self.multi_gpu = MultiGPUConfig.from_any(multi_gpu_cfg)
-        self.is_multi_gpu = self.multi_gpu is not None and self.multi_gpu.world_size > 1
-        self.gpu_global_rank = self.multi_gpu.global_rank if self.multi_gpu else 0
-        self.gpu_world_size = self.multi_gpu.world_size if self.multi_gpu else 1
+        self.multi_gpu, self.is_multi_gpu, self.gpu_global_rank, self.gpu_world_size = placement(multi_gpu_cfg)
         self.actor = actor.to(self.device)
         self.critic = critic.to(self.device)
         self.storage = storage
         self.transition = RolloutStorageMM.Transition()
         self.learning_rate = float(learning_rate)
         params = [*self.actor.parameters(), *self.critic.parameters()]
-        self.optimizer = _OPTIMIZERS[optimizer](params, lr=self.learning_rate)
+        self.optimizer = OPTIMIZERS[optimizer](params, lr=self.learning_rate)
 
         self.num_learning_epochs = int(num_learning_epochs)
         self.num_mini_batches = int(num_mini_batches)
