@@ -224,7 +224,8 @@ def cmd_play(args: argparse.Namespace) -> int:
         per_second = max(1, round(1.0 / env.step_dt))
         with torch.inference_mode():
             for step in range(1, args.steps + 1):
-                obs, *_ = env.step(policy(obs))
+                obs, _, dones, _ = env.step(policy(obs))
+                actor.reset(dones)  # recurrent policies: a new episode starts from a zero state
                 if step % per_second == 0:
                     s = env.metrics.summary()
                     print(

@@ -88,3 +88,19 @@ def test_distill_command_trains_evaluates_and_exports_the_student(tmp_path, teac
     assert code == 0 and load_checkpoint(run / "model_3.pt")["iteration"] == 3
     with pytest.raises(SystemExit, match="does not exist"):
         main(["distill", "--teacher", str(tmp_path / "nope.pt")])
+
+
+def test_a_recurrent_history_only_student_distils_evaluates_and_exports(tmp_path, teacher):
+    from mimic_rl.export import export_policy
+    from mimic_rl.runners.evaluation import evaluate_policy
+
+    cfg = distill_cfg(teacher)
+    cfg.student = {"hidden_dims": [32], "rnn_type": "lstm", "rnn_hidden_dim": 16, "use_reference": False}
+    runner = DistillationRunner(cfg, log_dir=tmp_path)
+    runner.learn(1)
+    student = runner.alg.get_policy()
+    assert student.is_recurrent and student.ref_shape is None
+    summary = evaluate_policy(student, cfg, num_envs=2)["summary"]
+    assert summary["root_mpjpe_mm"] > 0 and 0 < summary["episode_length_fraction"] <= 1
+    meta = json.loads(export_policy(student, tmp_path / "export")["metadata"].read_text())
+    assert meta["inputs"]["hidden"] == [1, "batch", 16] and "cell_out" in meta["outputs"]

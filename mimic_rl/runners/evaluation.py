@@ -55,8 +55,10 @@ def evaluate_policy(actor: Actor, cfg: TrainConfig, num_envs: int = 8, robot: An
         body_count = 0
         over_time: list[float] = []
         obs = env.get_observations()
+        actor.reset()  # a recurrent policy starts each clip from a zero state
         for _ in range(clip_steps + 5):
             obs, _, dones, extras = env.step(act(obs))
+            actor.reset(dones)
             tracking = {k: v.cpu() for k, v in extras["tracking"].items()}
             for k in METRICS:
                 sums[k] += torch.where(alive, tracking[k].double(), 0.0)
