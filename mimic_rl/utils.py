@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import itertools
+import sys
 import types
 import warnings
 from collections.abc import Callable
@@ -83,7 +84,8 @@ def _own_code(fn: Callable[..., Any]) -> Callable[..., Any]:
     bound = getattr(fn, "__self__", None)
     f = getattr(fn, "__func__", fn)
     name = f"{f.__name__}__{next(_COPIES)}"
-    code = f.__code__.replace(co_name=name, co_qualname=name)
+    names = {"co_name": name, **({"co_qualname": name} if sys.version_info >= (3, 11) else {})}
+    code = f.__code__.replace(**names)
     copy = types.FunctionType(code, f.__globals__, name, f.__defaults__, f.__closure__)
     copy.__kwdefaults__ = f.__kwdefaults__
     return types.MethodType(copy, bound) if bound is not None else copy
