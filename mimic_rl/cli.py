@@ -38,6 +38,7 @@ def _distill_source(args: argparse.Namespace) -> dict[str, Any]:
     import yaml
 
     from mimic_rl.config import CONFIG_DIR
+    from mimic_rl.runners.checkpoint import load_checkpoint
 
     path = Path(args.task)
     if not path.suffix and not path.exists():
@@ -47,7 +48,7 @@ def _distill_source(args: argparse.Namespace) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text()) or {}
     if not Path(args.teacher).is_file():
         raise SystemExit(f"error: teacher checkpoint {args.teacher} does not exist")
-    teacher = torch.load(args.teacher, map_location="cpu", weights_only=False)
+    teacher = load_checkpoint(args.teacher)
     teacher_env = (teacher.get("config") or {}).get("env") if isinstance(teacher, dict) else None
     if teacher_env is not None:
         data["env"] = {**teacher_env, **(data.get("env") or {})}

@@ -184,11 +184,7 @@ class Critic(ReferenceModel):
         ref_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Value of a state one step after the current one, without advancing a recurrent core's state."""
-        if self.memory is None:
-            return self(obs, ref, ref_mask)
-        one_step = [None if x is None else x.unsqueeze(0) for x in (obs, ref, ref_mask)]
-        out = self(*one_step, hidden_state=self.get_hidden_state())
-        return out.squeeze(0)
+        return self.step(obs, ref, ref_mask, self.get_hidden_state())[0]
 
     def forward(
         self,

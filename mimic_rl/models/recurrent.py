@@ -44,10 +44,8 @@ class Memory(nn.Module):
         if x.dim() == 3:
             out, _ = self.rnn(x, hidden_state)
             return out
-        if self.hidden is None:
-            self.hidden = self._zeros(x.shape[0], x)
-        out, self.hidden = self.rnn(x.unsqueeze(0), self.hidden)
-        return out.squeeze(0)
+        out, self.hidden = self.step(x, self.hidden)
+        return out
 
     def step(self, x: torch.Tensor, hidden_state: HiddenState = None) -> tuple[torch.Tensor, HiddenState]:
         """One step of ``x [B, F]`` from an explicit ``hidden_state`` (zeros if None); returns (output, new state).

@@ -49,20 +49,6 @@ class BodyState:
         """Change the leading (batch) shape."""
         return self.map(lambda x, t: x.reshape(*lead, *x.shape[x.dim() - t :]))
 
-    def rows(self, index: int | slice | torch.Tensor) -> BodyState:
-        """Index the first leading dimension (envs)."""
-        return self.map(lambda x, _: x[index])
-
-    def frame(self, k: int) -> BodyState:
-        """Frame ``k`` of a ``[N, K, ...]`` state."""
-        return self.map(lambda x, _: x[:, k])
-
-    @staticmethod
-    def cat(states: Sequence[BodyState]) -> BodyState:
-        """Concatenate along the first leading dimension."""
-        first = states[0]
-        return BodyState(**{f.name: torch.cat([getattr(s, f.name) for s in states]) for f in fields(first)})
-
     def select(self, indices: Indices) -> BodyState:
         """The same state restricted to the bodies ``indices`` (in that order); joints are kept unchanged."""
         return BodyState(

@@ -186,19 +186,13 @@ def build_model(
                 objtype=mujoco.mjtObj.mjOBJ_XBODY,
                 objname=body,
             )
-    for joint in joints:
-        spec.add_sensor(
-            name=f"jointpos:{joint.name}",
-            type=mujoco.mjtSensor.mjSENS_JOINTPOS,
-            objtype=mujoco.mjtObj.mjOBJ_JOINT,
-            objname=joint.name,
-        )
-    for joint in joints:
-        spec.add_sensor(
-            name=f"jointvel:{joint.name}",
-            type=mujoco.mjtSensor.mjSENS_JOINTVEL,
-            objtype=mujoco.mjtObj.mjOBJ_JOINT,
-            objname=joint.name,
-        )
+    for kind in ("jointpos", "jointvel"):  # all positions, then all velocities (the env's sensor layout)
+        for joint in joints:
+            spec.add_sensor(
+                name=f"{kind}:{joint.name}",
+                type=getattr(mujoco.mjtSensor, f"mjSENS_{kind.upper()}"),
+                objtype=mujoco.mjtObj.mjOBJ_JOINT,
+                objname=joint.name,
+            )
     model = spec.compile()
     return model, list(names), int(model.sensor(f"{SENSOR_KINDS[0]}:{names[0]}").adr[0])
