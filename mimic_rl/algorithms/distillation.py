@@ -24,6 +24,7 @@ from torch import nn
 from mimic_rl.algorithms.distributed import MultiGPUConfig, all_reduce_gradients, broadcast_modules, placement
 from mimic_rl.algorithms.ppo import OPTIMIZERS
 from mimic_rl.algorithms.schedules import Schedule
+from mimic_rl.algorithms.step_means import StepMeans
 from mimic_rl.models.actor_critic import Actor
 from mimic_rl.models.recurrent import HiddenState, zero_done
 from mimic_rl.storage import RolloutStorageMM
@@ -108,7 +109,7 @@ class Distillation:
         self.nonfinite_batches = 0
         self._nonfinite_streak = 0
         self._rollout_hidden: HiddenState = None
-        self._logs: dict[str, torch.Tensor] = {}
+        self._logs = StepMeans()
         if self.is_multi_gpu:
             self.broadcast_parameters()
 
@@ -161,14 +162,12 @@ class Distillation:
         """No-op: distillation has no return targets."""
 
     def _log(self, key: str, value: torch.Tensor) -> None:
-        self._logs[key] = self._logs.get(key, 0.0) + value.detach()
-        self._logs[f"_n_{key}"] = self._logs.get(f"_n_{key}", 0) + 1
+        self._logs.add(key, value)
 
     def collection_logs(self) -> dict[str, float]:
         """Per-step means since the last call: the executed teacher fraction and the student's action error."""
-        out = {f"distill/{k}": float(v / self._logs[f"_n_{k}"]) for k, v in self._logs.items() if k[:3] != "_n_"}
+        out = self._logs.pop("distill/")
         out["distill/beta"] = self.beta(self.iteration)
-        self._logs = {}
         return out
 
     # ------------------------------------------------------------------ update

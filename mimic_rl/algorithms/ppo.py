@@ -24,6 +24,7 @@ from mimic_rl.algorithms.amp import AMP
 from mimic_rl.algorithms.dagger import DaggerGuidance
 from mimic_rl.algorithms.distributed import MultiGPUConfig, all_reduce_gradients, broadcast_modules, placement
 from mimic_rl.algorithms.rnd import RandomNetworkDistillation
+from mimic_rl.algorithms.step_means import StepMeans
 from mimic_rl.algorithms.symmetry import Symmetry
 from mimic_rl.models.actor_critic import Actor, Critic
 from mimic_rl.models.distributions import gaussian_log_prob
@@ -127,17 +128,13 @@ class MMPPO:
             self._amp_features = AmpPairExtractor(amp_cfg).obs_fn
         self._amp_prev: torch.Tensor | None = None
         self._obs_keys = list(storage.observations.keys()) if isinstance(storage.observations, TensorDictBase) else None
-        self._logs: dict[str, torch.Tensor] = {}
+        self._logs = StepMeans()
         if self.is_multi_gpu:
             self.broadcast_parameters()
 
     # ------------------------------------------------------------------ observation groups
     def _stored_obs(self, obs: TensorDictBase) -> Any:
         return obs.select(*self._obs_keys) if self._obs_keys is not None else obs["policy"]
-
-    @staticmethod
-    def _policy(stored: Any) -> torch.Tensor:
-        return stored["policy"] if isinstance(stored, TensorDictBase) else stored
 
     @staticmethod
     def _actor_inputs(obs: TensorDictBase) -> tuple[torch.Tensor, Any, Any]:
@@ -228,14 +225,11 @@ class MMPPO:
             adv.copy_((adv - mean) / (var.clamp(min=0).sqrt() + 1e-8))
 
     def _log(self, key: str, value: torch.Tensor) -> None:
-        self._logs[key] = self._logs.get(key, 0.0) + value.detach()
-        self._logs[f"_n_{key}"] = self._logs.get(f"_n_{key}", 0) + 1
+        self._logs.add(key, value)
 
     def collection_logs(self) -> dict[str, float]:
         """Per-step means of collection-time quantities (style reward, intrinsic reward) since the last call."""
-        out = {k: float(v / self._logs[f"_n_{k}"]) for k, v in self._logs.items() if not k.startswith("_n_")}
-        self._logs = {}
-        return out
+        return self._logs.pop()
 
     # ------------------------------------------------------------------ update
     def update(self) -> dict[str, float]:
