@@ -307,15 +307,18 @@ class MujocoTrackingEnv:
             out.append((torch.cat((chunk, chunk[:1].expand(b - k))) if k < b else chunk, k))
         return out
 
-    def _reset_envs(self, env_ids: torch.Tensor, clip_ids: torch.Tensor, times: torch.Tensor) -> None:
-        """Reference-state initialization of ``env_ids`` at (``clip_ids``, ``times``)."""
+    def _reset_envs(
+        self, env_ids: torch.Tensor, clip_ids: torch.Tensor, times: torch.Tensor
+    ) -> list[tuple[torch.Tensor, int]]:
+        """Reference-state initialization of ``env_ids`` at (``clip_ids``, ``times``); returns their chunks."""
         j = self.num_actions
         self.clip_ids[env_ids] = clip_ids
         self.motion_time[env_ids] = times
         self.obs_time[env_ids] = times
         self.episode_length_buf[env_ids] = 0
         m = self.model
-        for rows, k in self._chunks(env_ids):
+        chunks = self._chunks(env_ids)
+        for rows, k in chunks:
             noise = self._rand(self._bucket, 12 + 2 * j)
             init = self._initial_states_fn(self.clip_ids[rows], self.motion_time[rows], noise)[:k]
             init = init.cpu().double().numpy()
@@ -334,12 +337,15 @@ class MujocoTrackingEnv:
         self._push_timer[env_ids] = interval[0] + (interval[1] - interval[0]) * torch.rand(
             int(env_ids.numel()), device=self.device, generator=self._gen
         )
+        return chunks
 
-    def _observe_rows(self, groups: dict[str, torch.Tensor] | None, env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
-        """``groups`` (observations of every env; not modified) with the rows of ``env_ids`` observed anew; with
-        ``groups`` None, new tensors whose other rows are zeros."""
+    def _observe_rows(
+        self, groups: dict[str, torch.Tensor] | None, chunks: list[tuple[torch.Tensor, int]]
+    ) -> dict[str, torch.Tensor]:
+        """``groups`` (observations of every env; not modified) with the rows of ``chunks`` (from ``_chunks``)
+        observed anew; with ``groups`` None, new tensors whose other rows are zeros."""
         out = None if groups is None else {name: value.clone() for name, value in groups.items()}
-        for rows, _ in self._chunks(env_ids):
+        for rows, _ in chunks:
             fresh = self._observe_fn(
                 self._sensor_tensor[rows], self.clip_ids[rows], self.obs_time[rows], self.last_actions[rows]
             )
@@ -352,10 +358,10 @@ class MujocoTrackingEnv:
     def _reset_all(self) -> TensorDict:
         clip_ids, times = self.library.sample(self.num_envs, self.cfg.sampling_mode, self._gen)
         every = torch.arange(self.num_envs, device=self.device)
-        self._reset_envs(every, clip_ids, times)
+        chunks = self._reset_envs(every, clip_ids, times)
         self.actions.zero_()
         self.last_actions.zero_()
-        return self._tensordict(self._observe_rows(None, every))
+        return self._tensordict(self._observe_rows(None, chunks))
 
     def reset(self) -> tuple[TensorDict, dict]:
         """Reset every env; returns (observations, extras)."""
@@ -412,8 +418,8 @@ class MujocoTrackingEnv:
             self.metrics.episode_end(terminated[reset_ids], time_outs[reset_ids])
             self.library.record_episode_ends(self.clip_ids[reset_ids], self.obs_time[reset_ids], terminated[reset_ids])
             new_clips, new_times = self.library.sample(k, self.cfg.sampling_mode, self._gen)
-            self._reset_envs(reset_ids, new_clips, new_times)
-            obs = self._tensordict(self._observe_rows(out["obs"], reset_ids))
+            chunks = self._reset_envs(reset_ids, new_clips, new_times)
+            obs = self._tensordict(self._observe_rows(out["obs"], chunks))
         self._obs = obs
         return obs, out["reward"], dones, extras
 
