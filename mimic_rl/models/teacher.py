@@ -59,8 +59,9 @@ class ActorTeacher(nn.Module):
         return super().train(False)
 
 
-def _rsl_rl_to_own(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """rsl_rl ``MLPModel`` actor keys -> ``RslRlTeacher`` keys (the MLP keeps its ``mlp.<i>`` names)."""
+def _rsl_rl_to_own(state: Mapping[str, torch.Tensor], teacher: RslRlTeacher) -> dict[str, torch.Tensor]:
+    """rsl_rl ``MLPModel`` actor keys -> ``RslRlTeacher`` keys (the MLP keeps its ``mlp.<i>`` names); without a
+    distribution in ``state``, the teacher keeps its std."""
     out = {k: v for k, v in state.items() if k.startswith("mlp.")}
     if "obs_normalizer._mean" in state:
         out["norm_mean"] = state["obs_normalizer._mean"].reshape(-1)
@@ -69,6 +70,8 @@ def _rsl_rl_to_own(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]
         out["_std"] = state["distribution.std_param"]
     elif "distribution.log_std_param" in state:
         out["_std"] = state["distribution.log_std_param"].exp()
+    else:
+        out["_std"] = teacher._std
     return out
 
 
@@ -124,9 +127,7 @@ class RslRlTeacher(nn.Module):
         dims = [int(state_dict[f"mlp.{ids[0]}.weight"].shape[1])]
         dims += [int(state_dict[f"mlp.{i}.weight"].shape[0]) for i in ids]
         teacher = cls(dims, obs_groups, activation, normalizer="obs_normalizer._mean" in state_dict)
-        own = _rsl_rl_to_own(state_dict)
-        own.setdefault("_std", teacher._std)
-        _load_checked(teacher, own)
+        _load_checked(teacher, _rsl_rl_to_own(state_dict, teacher))
         return teacher
 
     def forward(self, obs: TensorDictBase) -> torch.Tensor:
@@ -210,9 +211,7 @@ def load_teacher_state(teacher: nn.Module, ckpt: Mapping[str, Any]) -> None:
     elif isinstance(teacher, ActorTeacher):
         _load_checked(teacher.actor, ckpt["actor_state_dict"])
     elif isinstance(teacher, RslRlTeacher):
-        own = _rsl_rl_to_own(ckpt["actor_state_dict"])
-        own.setdefault("_std", teacher._std)
-        _load_checked(teacher, own)
+        _load_checked(teacher, _rsl_rl_to_own(ckpt["actor_state_dict"], teacher))
     else:
         _load_checked(teacher, ckpt["actor_state_dict"])
 
