@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from mimic_rl.motion import MotionClip, MotionFormatError, MotionLibrary
+from mimic_rl.motion.adaptive import inverse_cdf
 
 
 def ramp_clip(T=11, fps=10.0, J=2, B=2, offset=0.0, loop_mode="clamp") -> MotionClip:
@@ -104,6 +105,35 @@ def test_adaptive_sampler_moves_probability_to_failing_bins():
     in_bin = ((ids == 1) & (times >= 3) & (times < 4)).float().mean()
     assert float(in_bin) == pytest.approx(float(p[1, 3]), abs=0.03)
     assert float(p.sum()) == pytest.approx(1.0)
+
+
+def test_inverse_cdf_picks_by_cumulative_weight_and_never_a_zero_weight():
+    weights = torch.tensor([0.2, 0.0, 0.3, 0.5, 0.0])  # cumulative 0.2, 0.2, 0.5, 1.0, 1.0
+    u = torch.tensor([0.0, 0.19, 0.2, 0.49, 0.5, 0.9, 1.0 - 2**-24, 1.0])  # u = 1 cannot come from rand; still safe
+    assert inverse_cdf(weights, u).tolist() == [0, 0, 2, 2, 3, 3, 3, 3]
+    assert inverse_cdf(torch.tensor([0.0, 0.0, 2.0]), torch.tensor([0.0, 0.999])).tolist() == [2, 2]
+    draws = inverse_cdf(weights, torch.rand(100_000, generator=torch.Generator().manual_seed(0)))
+    freq = torch.bincount(draws, minlength=5).float() / draws.numel()
+    torch.testing.assert_close(freq, weights, atol=5e-3, rtol=0)
+
+
+def test_after_failures_equals_record_then_update():
+    lib = MotionLibrary([ramp_clip(T=51), ramp_clip(T=31)], bin_duration=1.0, adaptive_alpha=0.1)
+    sampler = lib.adaptive
+    g = torch.Generator().manual_seed(3)
+    failures = sampler.failures.clone()
+    for _ in range(5):
+        ids, times = lib.sample(64, "uniform", g)
+        failed = torch.rand(64, generator=g) < 0.3
+        failures = sampler.after_failures(failures, ids, times, failed)
+        lib.record_episode_ends(ids, times, failed)
+        torch.testing.assert_close(failures, sampler.failures, atol=1e-7, rtol=0)
+    assert float(failures.sum()) > 0
+    # sampling from a given EMA is sampling from the sampler that holds it
+    u = torch.rand(1000, 2, generator=g)
+    fresh = MotionLibrary([ramp_clip(T=51), ramp_clip(T=31)], bin_duration=1.0)
+    for a, b in zip(fresh.sample_from(u, "adaptive", failures), lib.sample_from(u, "adaptive")):
+        assert torch.equal(a, b)
 
 
 def test_library_rejects_mismatched_clips_and_bad_weights():

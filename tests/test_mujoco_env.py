@@ -10,7 +10,7 @@ import torch
 from mimic_rl.envs import VecEnv
 from mimic_rl.envs.mujoco import DomainRandomization, InitNoise, MujocoTrackingEnv, TrackingEnvConfig
 from mimic_rl.envs.mujoco.robots import humanoid28_config
-from mimic_rl.motion import RobotKinematics, SyntheticMotionConfig, load_motion, synthetic_clip
+from mimic_rl.motion import MotionLibrary, RobotKinematics, SyntheticMotionConfig, load_motion, synthetic_clip
 
 H28 = ["humanoid_walk", "humanoid_run", "humanoid_dance"]
 CALM = {"init_noise": InitNoise(0.0, 0.0, 0.0, 0.0), "randomization": DomainRandomization(enabled=False)}
@@ -221,6 +221,27 @@ def test_envs_that_do_not_reset_keep_their_pre_reset_observations(data_dir):
     assert resets > 0
 
 
+def test_the_step_feeds_the_adaptive_sampler_like_record_episode_ends(data_dir):
+    """The env updates the failure EMA inside its step; a replay through the library's own record/update of the same
+    episode ends must give the same EMA, and counted episodes must match the dones."""
+    env = _env(data_dir, seed=2)
+    replay = MotionLibrary(env.library.clips, device=env.device)
+    g = torch.Generator().manual_seed(0)
+    ended = 0
+    for _ in range(40):
+        clip_ids, motion_time = env.clip_ids.clone(), env.motion_time.clone()
+        _, _, dones, extras = env.step(0.8 * torch.randn(8, env.num_actions, generator=g))
+        obs_time = (motion_time + env.step_dt) - env.sim_dt
+        if bool(dones.any()):
+            terminated = extras["tracking"]["terminated"]
+            replay.record_episode_ends(clip_ids[dones], obs_time[dones], terminated[dones])
+            ended += int(dones.sum())
+            assert bool((env.episode_length_buf[dones] == 0).all())
+    assert ended > 0 and float(replay.adaptive.failures.sum()) > 0
+    torch.testing.assert_close(env.library.adaptive.failures, replay.adaptive.failures, atol=1e-7, rtol=0)
+    assert env.metrics.summary()["episodes"] == ended
+
+
 def test_compiled_mdp_step_matches_eager(data_dir):
     """Two compiled envs of the same size but other constants (episode length) in one process: each keeps its own
     graphs (guards are skipped after warm-up) and matches eager, time-outs and resets included."""
@@ -246,7 +267,7 @@ def test_compile_failure_falls_back_to_eager_with_a_warning(data_dir, monkeypatc
         return call
 
     monkeypatch.setattr(torch, "compile", broken_compile)
+    env = _env(data_dir, compile=True)
     with pytest.warns(RuntimeWarning, match="no C\\+\\+ compiler"):
-        env = _env(data_dir, compile=True)
-    _, rew, _, _ = env.step(torch.zeros(8, env.num_actions))
+        _, rew, _, _ = env.step(torch.zeros(8, env.num_actions))
     assert bool(torch.isfinite(rew).all())

@@ -12,7 +12,19 @@ import math
 
 import torch
 
-__all__ = ["AdaptiveSampler"]
+__all__ = ["AdaptiveSampler", "inverse_cdf"]
+
+
+def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Indices into ``weights`` (``[M]``, non-negative, positive sum) drawn by inverse CDF from ``u`` in [0, 1).
+
+    Never returns an index of zero weight: the target ``u * total`` is kept strictly below the total, and the first
+    cumulative sum above it belongs to a positive weight. A pure function of fixed shapes (for compiled code).
+    """
+    cdf = torch.cumsum(weights, 0)
+    total = cdf[-1:]
+    target = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, target, right=True)
 
 
 class AdaptiveSampler:
@@ -68,29 +80,44 @@ class AdaptiveSampler:
 
     def update(self) -> None:
         """Fold the failures recorded since the last call into the EMA."""
-        self.failures.mul_(1.0 - self.ema_alpha).add_(self._pending, alpha=self.ema_alpha)
+        self.failures.copy_(self.folded(self.failures, self._pending))
         self._pending.zero_()
 
-    def probabilities(self) -> torch.Tensor:
-        """Sampling probability ``[C, Bmax]`` (zero on bins past a clip's end)."""
-        gathered = torch.gather(
-            self.failures.unsqueeze(1).expand(-1, self.max_bins, -1),
-            2,
-            self._kernel_index,
-        )  # [C, Bmax, K]
-        smoothed = (gathered * self.kernel).sum(-1) * self.valid * self.clip_weights.unsqueeze(1)
+    def folded(self, failures: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        """The EMA ``failures`` ``[C, Bmax]`` after one update with failure ``counts`` (a pure function)."""
+        return failures * (1.0 - self.ema_alpha) + self.ema_alpha * counts
+
+    def after_failures(
+        self, failures: torch.Tensor, clip_ids: torch.Tensor, times: torch.Tensor, failed: torch.Tensor
+    ) -> torch.Tensor:
+        """``failures`` after ``record(clip_ids, times, failed)`` and ``update()``, without changing the sampler (a
+        pure function of fixed shapes, for compiled env steps)."""
+        counts = (
+            torch.zeros_like(failures).view(-1).index_add(0, self.bin_of(clip_ids, times), failed.to(failures.dtype))
+        )
+        return self.folded(failures, counts.view_as(failures))
+
+    def probabilities(self, failures: torch.Tensor | None = None) -> torch.Tensor:
+        """Sampling probability ``[C, Bmax]`` (zero on bins past a clip's end), from ``failures`` (default: the
+        sampler's own EMA)."""
+        failures = self.failures if failures is None else failures
+        gathered = torch.gather(failures.unsqueeze(1).expand(-1, self.max_bins, -1), 2, self._kernel_index)
+        smoothed = (gathered * self.kernel).sum(-1) * self.valid * self.clip_weights.unsqueeze(1)  # [C, Bmax]
         total = smoothed.sum()
         failure_part = torch.where(total > 0, smoothed / total.clamp(min=1e-12), self.base)
         return self.uniform_ratio * self.base + (1.0 - self.uniform_ratio) * failure_part
 
     def sample(self, num: int, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``num`` (clip ids, times): a bin by probability, then a uniform time inside it."""
-        p = self.probabilities().reshape(-1)
-        flat = torch.multinomial(p, num, replacement=True, generator=generator)
+        return self.sample_from(torch.rand(num, 2, device=self.failures.device, generator=generator))
+
+    def sample_from(self, u: torch.Tensor, failures: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(clip ids, times) from uniform numbers ``u`` ``[n, 2]`` in [0, 1): column 0 picks a bin by inverse CDF
+        (probabilities from ``failures``, default the sampler's own), column 1 the time inside it (pure)."""
+        flat = inverse_cdf(self.probabilities(failures).reshape(-1), u[:, 0])
         clip_ids = flat // self.max_bins
         b = flat % self.max_bins
-        u = torch.rand(num, device=p.device, generator=generator)
-        times = torch.minimum((b.float() + u) * self.bin_duration, self.durations[clip_ids])
+        times = torch.minimum((b.float() + u[:, 1]) * self.bin_duration, self.durations[clip_ids])
         return clip_ids, times
 
     def entropy(self) -> float:

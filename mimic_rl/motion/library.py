@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from mimic_rl.motion.adaptive import AdaptiveSampler
+from mimic_rl.motion.adaptive import AdaptiveSampler, inverse_cdf
 from mimic_rl.motion.clip import LOOP_MODES, MotionClip, MotionFormatError
 from mimic_rl.motion.state import BodyState
 from mimic_rl.rotations import quat_slerp
@@ -120,15 +120,25 @@ class MotionLibrary:
         self, num: int, mode: str = "uniform", generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``num`` (clip ids, times in seconds), each ``[num]``; mode ``start`` (t = 0), ``uniform`` or ``adaptive``."""
+        self.check_sampling_mode(mode)
+        return self.sample_from(torch.rand(num, 2, device=self.device, generator=generator), mode)
+
+    def check_sampling_mode(self, mode: str) -> None:
+        """Raise ``ValueError`` unless ``mode`` is one of ``SAMPLING_MODES``."""
         if mode not in SAMPLING_MODES:
             raise ValueError(f"sampling mode must be one of {SAMPLING_MODES}, got {mode!r}")
+
+    def sample_from(
+        self, u: torch.Tensor, mode: str, failures: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(clip ids, times) from uniform numbers ``u`` ``[n, 2]`` in [0, 1), as ``sample`` draws them (a pure
+        function of fixed shapes); in ``adaptive`` mode from the failure EMA ``failures`` (default: the sampler's)."""
         if mode == "adaptive":
-            return self.adaptive.sample(num, generator)
-        clip_ids = torch.multinomial(self.clip_weights, num, replacement=True, generator=generator)
+            return self.adaptive.sample_from(u, failures)
+        clip_ids = inverse_cdf(self.clip_weights, u[:, 0])
         if mode == "start":
-            return clip_ids, torch.zeros(num, device=self.device)
-        u = torch.rand(num, device=self.device, generator=generator)
-        return clip_ids, u * self.clip_duration[clip_ids]
+            return clip_ids, torch.zeros_like(u[:, 1])
+        return clip_ids, u[:, 1] * self.clip_duration[clip_ids]
 
     def record_episode_ends(self, clip_ids: torch.Tensor, times: torch.Tensor, failed: torch.Tensor) -> None:
         """Feed the adaptive sampler: the motion times at which episodes failed, then update its EMA."""

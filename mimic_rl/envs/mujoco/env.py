@@ -93,11 +93,15 @@ class MujocoTrackingEnv:
         # MDP reads each interpolated reference field several times (1.4x faster per step at 64 envs on a CPU).
         options = {"realize_reads_threshold": 1, "realize_opcount_threshold": 4}
         hint = "TrackingEnvConfig.compile: set it to false to silence this"
+        # C++ wrappers around the kernels: far less Python per call (~0.1 ms per step at 64 envs).
+        options["cpp_wrapper"] = True
         self._evaluate_fn = compiled_or_eager(self._evaluate, cfg.compile, options, hint)
-        self._observe_fn = compiled_or_eager(self._observe, cfg.compile, options, hint)
-        self._initial_states_fn = compiled_or_eager(self._initial_states, cfg.compile, options, hint)
+        self._observe_into_fn = compiled_or_eager(self._observe_into, cfg.compile, options, hint)
         self._bucket = min(self.num_envs, max(8, self.num_envs // 8))
-        """Resets are processed in padded chunks of this many envs (fixed shapes, and far fewer rows than N)."""
+        """Resets are observed in padded chunks of this many envs (fixed shapes, and far fewer rows than N)."""
+        self.library.check_sampling_mode(cfg.sampling_mode)
+        self._draw_width = 3 + 12 + 2 * self.num_actions
+        """Uniform numbers per env and step for its reset candidate: 2 for the sampler, 1 for the push timer, noise."""
         self._obs = self._reset_all()
 
     # ------------------------------------------------------------------ layout
@@ -117,7 +121,7 @@ class MujocoTrackingEnv:
         self.root = tracked.index(names[0]) if names[0] in tracked else self.anchor
         if names[0] not in lib_names:
             raise ValueError(f"the motions have no state for the robot's root body {names[0]!r}")
-        self._ref_root = lib_names.index(names[0])
+        self._ref_root = [lib_names.index(names[0])]
         self.end_effectors = torch.tensor([tracked.index(b) for b in self.robot.end_effectors], device=dev)
         m = self.model
         joint_ids = [int(m.actuator_trnid[a, 0]) for a in range(m.nu)]
@@ -126,6 +130,10 @@ class MujocoTrackingEnv:
             raise ValueError(f"motions' joints {self.library.joint_names} differ from the actuated {self.joint_names}")
         self._qpos_adr = np.array([m.jnt_qposadr[j] for j in joint_ids])
         self._qvel_adr = np.array([m.jnt_dofadr[j] for j in joint_ids])
+        # physics rows of a reset: the root's free joint, then the actuated joints, over qpos0 and zero velocities
+        self._reset_qpos_cols = torch.tensor([*range(7), *self._qpos_adr.tolist()], device=dev)
+        self._reset_qvel_cols = torch.tensor([*range(6), *self._qvel_adr.tolist()], device=dev)
+        self._qpos0 = torch.tensor(m.qpos0, dtype=torch.float64, device=dev)
         lower = torch.tensor(m.jnt_range[joint_ids, 0], dtype=torch.float32, device=dev)
         upper = torch.tensor(m.jnt_range[joint_ids, 1], dtype=torch.float32, device=dev)
         self.joint_lower, self.joint_upper = lower, upper
@@ -210,6 +218,20 @@ class MujocoTrackingEnv:
         future, _ = self._reference(clip_ids, obs_time)
         return self._observation_groups(self._state_from_sensors(sensor), future, last_actions)
 
+    def _observe_into(
+        self,
+        groups: dict[str, torch.Tensor],
+        rows: torch.Tensor,
+        sensor: torch.Tensor,
+        clip_ids: torch.Tensor,
+        obs_time: torch.Tensor,
+        last_actions: torch.Tensor,
+    ) -> dict[str, torch.Tensor]:
+        """``groups`` (every env's observations; not modified) with ``rows`` observed anew (a pure function; rows may
+        repeat, since a repeated row gets the same values)."""
+        fresh = self._observe(sensor[rows], clip_ids[rows], obs_time[rows], last_actions[rows])
+        return {name: value.index_put((rows,), fresh[name]) for name, value in groups.items()}
+
     def _evaluate(
         self,
         sensor: torch.Tensor,
@@ -219,8 +241,13 @@ class MujocoTrackingEnv:
         episode_length: torch.Tensor,
         actions: torch.Tensor,
         last_actions: torch.Tensor,
+        push_timer: torch.Tensor,
+        failures: torch.Tensor,
+        draws: torch.Tensor,
     ) -> dict:
-        """Everything a policy step computes from the new physics state, before resets (a pure function).
+        """Everything a policy step computes from the new physics state (a pure function): rewards, terminations,
+        metrics, the pre-reset observations, and for every env where it would restart if it were done (from
+        ``draws``, see ``_reset_candidates``) with its episode bookkeeping after the step.
 
         Fixed shapes (all ``N`` envs), so that ``torch.compile`` fuses it into a few kernels.
         """
@@ -243,12 +270,28 @@ class MujocoTrackingEnv:
         log.update({f"termination/{k}": v.float().mean() for k, v in term_terms.items()})
         log.update({f"metrics/{k}": v.mean() for k, v in values.items()})
         log["reward/total"] = reward.mean()
+        dones = terminated | time_outs
+        # the adaptive sampler learns from this step's failures (as record_episode_ends does when an episode ends)
+        updated = self.library.adaptive.after_failures(failures, clip_ids, obs_time, terminated)
+        failures = torch.where(dones.any(), updated, failures)
+        fresh = self._reset_candidates(failures, draws)
         return {
             "metric_sums": torch.stack([v.to(torch.float64).sum() for v in values.values()]),
+            "episode_counts": torch.stack((dones.sum(), (time_outs & ~terminated).sum())).to(torch.float64),
             "reward": reward,
             "terminated": terminated,
             "time_outs": time_outs,
-            "dones": terminated | time_outs,
+            "dones": dones,
+            "reset_rows": fresh["rows"],
+            "next": {  # the bookkeeping after resets (copied into the env's tensors when some env is done)
+                "clip_ids": torch.where(dones, fresh["clip_ids"], clip_ids),
+                "motion_time": torch.where(dones, fresh["times"], motion_time),
+                "obs_time": torch.where(dones, fresh["times"], obs_time),
+                "episode_length_buf": torch.where(dones, 0, episode_length),
+                "_push_timer": torch.where(dones, fresh["push_timer"], push_timer),
+            },
+            "failures": failures,
+            "last_actions": torch.where(dones.unsqueeze(-1), 0.0, actions),  # a new episode has no last action
             "values": values,
             "log": log,
             "body_error_mm": 1000.0 * (robot.body_pos_w - ref.body_pos_w).norm(dim=-1),
@@ -268,8 +311,8 @@ class MujocoTrackingEnv:
         ids, times = self.clip_ids[env_index : env_index + 1], self.obs_time[env_index : env_index + 1]
         ref = self.library.state(ids, times)
         qpos = self.model.qpos0.copy()
-        qpos[0:3] = ref.body_pos_w[0, self._ref_root].cpu().numpy()
-        qpos[3:7] = ref.body_quat_w[0, self._ref_root].cpu().numpy()
+        qpos[0:3] = ref.body_pos_w[0, self._ref_root[0]].cpu().numpy()
+        qpos[3:7] = ref.body_quat_w[0, self._ref_root[0]].cpu().numpy()
         qpos[self._qpos_adr] = ref.joint_pos[0].cpu().numpy()
         return qpos
 
@@ -278,90 +321,76 @@ class MujocoTrackingEnv:
         return self._obs
 
     # ------------------------------------------------------------------ resets
-    def _rand(self, *shape: int) -> torch.Tensor:
-        return torch.rand(*shape, device=self.device, generator=self._gen) * 2.0 - 1.0
+    def _draws(self) -> torch.Tensor:
+        """Uniform numbers in [0, 1) for every env's reset candidate of one step, ``[N, 3 + 12 + 2 J]``."""
+        return torch.rand(self.num_envs, self._draw_width, device=self.device, generator=self._gen)
+
+    def _reset_candidates(self, failures: torch.Tensor, draws: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Where each env restarts if it resets now (a pure function of ``draws`` from ``_draws``): a (clip, time)
+        from the library's sampler (``failures``: the adaptive sampler's EMA), its noisy physics row and a push
+        timer."""
+        clip_ids, times = self.library.sample_from(draws[:, :2], self.cfg.sampling_mode, failures)
+        low, high = self.cfg.randomization.push_interval_s
+        rows = self._initial_states(clip_ids, times, 2.0 * draws[:, 3:] - 1.0)
+        return {"clip_ids": clip_ids, "times": times, "rows": rows, "push_timer": low + (high - low) * draws[:, 2]}
 
     def _initial_states(self, clip_ids: torch.Tensor, times: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """Noisy reference states at (``clip_ids``, ``times``) of every env, ``[N, 12 + 2 J]`` rows of root position,
-        root quaternion, joint positions, root linear velocity (world), root angular velocity (local), joint
-        velocities; ``noise`` is uniform in [-1, 1] with the same shape (a pure function with fixed shapes)."""
-        ref = self.library.state(clip_ids, times)
-        c, r, j = self.cfg.init_noise, self._ref_root, self.num_actions
+        """Noisy reference states at (``clip_ids``, ``times``) as physics rows ``[n, nq + nv]`` (float64): the root's
+        position, quaternion, linear (world) and angular (local) velocity, the actuated joints, ``qpos0`` and zero
+        velocity elsewhere. ``noise`` is uniform in [-1, 1], ``[n, 12 + 2 J]`` (a pure function)."""
+        ref = self.library.state(clip_ids, times, self._ref_root)
+        c, j = self.cfg.init_noise, self.num_actions
         n_pos, n_rot, n_q, n_lin, n_ang, n_qd = noise.split([3, 3, j, 3, 3, j], dim=-1)
-        root_pos = ref.body_pos_w[:, r] + c.root_pos * n_pos
-        root_quat = quat_mul(quat_from_axis_angle(c.root_rot * n_rot), ref.body_quat_w[:, r])
+        root_pos = ref.body_pos_w[:, 0] + c.root_pos * n_pos
+        root_quat = quat_mul(quat_from_axis_angle(c.root_rot * n_rot), ref.body_quat_w[:, 0])
         joint_pos = torch.clamp(ref.joint_pos + c.joint_pos * n_q, self.joint_lower, self.joint_upper)
-        lin = ref.body_lin_vel_w[:, r] + c.velocity * n_lin
-        ang_local = quat_apply_inverse(root_quat, ref.body_ang_vel_w[:, r] + c.velocity * n_ang)
+        lin = ref.body_lin_vel_w[:, 0] + c.velocity * n_lin
+        ang_local = quat_apply_inverse(root_quat, ref.body_ang_vel_w[:, 0] + c.velocity * n_ang)
         joint_vel = ref.joint_vel + c.velocity * n_qd
-        return torch.cat((root_pos, root_quat, joint_pos, lin, ang_local, joint_vel), dim=-1)
-
-    def _chunks(self, env_ids: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
-        """``env_ids`` in chunks of the reset bucket size, each padded with copies of its first id (fixed shapes for
-        torch.compile, whatever the number of resets); pairs of (padded ids, number of real ids)."""
-        b = self._bucket
-        out = []
-        for start in range(0, int(env_ids.numel()), b):
-            chunk = env_ids[start : start + b]
-            k = int(chunk.numel())
-            out.append((torch.cat((chunk, chunk[:1].expand(b - k))) if k < b else chunk, k))
-        return out
-
-    def _reset_envs(
-        self, env_ids: torch.Tensor, clip_ids: torch.Tensor, times: torch.Tensor
-    ) -> list[tuple[torch.Tensor, int]]:
-        """Reference-state initialization of ``env_ids`` at (``clip_ids``, ``times``); returns their chunks."""
-        j = self.num_actions
-        self.clip_ids[env_ids] = clip_ids
-        self.motion_time[env_ids] = times
-        self.obs_time[env_ids] = times
-        self.episode_length_buf[env_ids] = 0
-        m = self.model
-        chunks = self._chunks(env_ids)
-        for rows, k in chunks:
-            noise = self._rand(self._bucket, 12 + 2 * j)
-            init = self._initial_states_fn(self.clip_ids[rows], self.motion_time[rows], noise)[:k]
-            init = init.cpu().double().numpy()
-            qpos = np.tile(m.qpos0, (k, 1))
-            qvel = np.zeros((k, m.nv))
-            qpos[:, 0:7] = init[:, 0:7]
-            qpos[:, self._qpos_adr] = init[:, 7 : 7 + j]
-            qvel[:, 0:6] = init[:, 7 + j : 13 + j]
-            qvel[:, self._qvel_adr] = init[:, 13 + j :]
-            ids = rows[:k].cpu().numpy()
-            if self.cfg.randomization.enabled:
-                self.physics.assign_variants(ids)
-            self.physics.set_state(ids, qpos, qvel)
-            self.physics.refresh_sensors(ids)
-        interval = self.cfg.randomization.push_interval_s
-        self._push_timer[env_ids] = interval[0] + (interval[1] - interval[0]) * torch.rand(
-            int(env_ids.numel()), device=self.device, generator=self._gen
+        n = clip_ids.shape[0]
+        qpos = self._qpos0.expand(n, -1).index_copy(
+            1, self._reset_qpos_cols, torch.cat((root_pos, root_quat, joint_pos), dim=-1).double()
         )
-        return chunks
+        qvel = torch.zeros(n, self.model.nv, dtype=torch.float64, device=self.device).index_copy(
+            1, self._reset_qvel_cols, torch.cat((lin, ang_local, joint_vel), dim=-1).double()
+        )
+        return torch.cat((qpos, qvel), dim=-1)
 
-    def _observe_rows(
-        self, groups: dict[str, torch.Tensor] | None, chunks: list[tuple[torch.Tensor, int]]
-    ) -> dict[str, torch.Tensor]:
-        """``groups`` (observations of every env; not modified) with the rows of ``chunks`` (from ``_chunks``)
-        observed anew; with ``groups`` None, new tensors whose other rows are zeros."""
-        out = None if groups is None else {name: value.clone() for name, value in groups.items()}
-        for rows, _ in chunks:
-            fresh = self._observe_fn(
-                self._sensor_tensor[rows], self.clip_ids[rows], self.obs_time[rows], self.last_actions[rows]
+    def _restart(self, env_ids: torch.Tensor, rows: torch.Tensor) -> None:
+        """Set the physics of ``env_ids`` to their ``rows`` (physics rows of every env), with a new model variant,
+        and evaluate their sensors."""
+        ids = env_ids.cpu().numpy()
+        rows = rows.cpu().numpy()[ids]
+        if self.cfg.randomization.enabled:
+            self.physics.assign_variants(ids)
+        nq = self.model.nq
+        self.physics.set_state(ids, rows[:, :nq], rows[:, nq:])
+        self.physics.refresh_sensors(ids)
+
+    def _observe_reset(self, groups: dict[str, torch.Tensor], env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``groups`` with the rows of ``env_ids`` observed anew, in chunks of the reset bucket size, each padded
+        with copies of its first id (fixed shapes for torch.compile, whatever the number of resets)."""
+        b = self._bucket
+        for start in range(0, int(env_ids.numel()), b):
+            rows = env_ids[start : start + b]
+            if rows.numel() < b:
+                rows = torch.cat((rows, rows[:1].expand(b - rows.numel())))
+            groups = self._observe_into_fn(
+                groups, rows, self._sensor_tensor, self.clip_ids, self.obs_time, self.last_actions
             )
-            if out is None:
-                out = {name: value.new_zeros(self.num_envs, *value.shape[1:]) for name, value in fresh.items()}
-            for name, value in fresh.items():
-                out[name][rows] = value  # padded rows repeat a real row with the same values
-        return out
+        return groups
 
     def _reset_all(self) -> TensorDict:
-        clip_ids, times = self.library.sample(self.num_envs, self.cfg.sampling_mode, self._gen)
-        every = torch.arange(self.num_envs, device=self.device)
-        chunks = self._reset_envs(every, clip_ids, times)
+        fresh = self._reset_candidates(self.library.adaptive.failures, self._draws())
+        self.clip_ids.copy_(fresh["clip_ids"])
+        self.motion_time.copy_(fresh["times"])
+        self.obs_time.copy_(fresh["times"])
+        self.episode_length_buf.zero_()
+        self._push_timer.copy_(fresh["push_timer"])
+        self._restart(torch.arange(self.num_envs, device=self.device), fresh["rows"])
         self.actions.zero_()
         self.last_actions.zero_()
-        return self._tensordict(self._observe_rows(None, chunks))
+        return self._tensordict(self._observe(self._sensor_tensor, self.clip_ids, self.obs_time, self.last_actions))
 
     def reset(self) -> tuple[TensorDict, dict]:
         """Reset every env; returns (observations, extras)."""
@@ -401,6 +430,9 @@ class MujocoTrackingEnv:
             self.episode_length_buf,
             self.actions,
             self.last_actions,
+            self._push_timer,
+            self.library.adaptive.failures,
+            self._draws(),
         )
         values, terminated, time_outs, dones = out["values"], out["terminated"], out["time_outs"], out["dones"]
         self.metrics.add_sums(values.keys(), out["metric_sums"], float(self.num_envs))
@@ -411,15 +443,15 @@ class MujocoTrackingEnv:
             "tracking": {"terminated": terminated, "body_error_mm": out["body_error_mm"], **values},
             "final_observations": obs,
         }
-        self.last_actions = torch.where(dones.unsqueeze(-1), 0.0, self.actions)  # a new episode has no last action
+        self.last_actions = out["last_actions"]
         reset_ids = dones.nonzero().squeeze(-1)
-        k = int(reset_ids.numel())
-        if k > 0:
-            self.metrics.episode_end(terminated[reset_ids], time_outs[reset_ids])
-            self.library.record_episode_ends(self.clip_ids[reset_ids], self.obs_time[reset_ids], terminated[reset_ids])
-            new_clips, new_times = self.library.sample(k, self.cfg.sampling_mode, self._gen)
-            chunks = self._reset_envs(reset_ids, new_clips, new_times)
-            obs = self._tensordict(self._observe_rows(out["obs"], chunks))
+        if reset_ids.numel() > 0:
+            self.metrics.add_episodes(out["episode_counts"])
+            self.library.adaptive.failures.copy_(out["failures"])
+            for name, value in out["next"].items():
+                getattr(self, name).copy_(value)
+            self._restart(reset_ids, out["reset_rows"])
+            obs = self._tensordict(self._observe_reset(out["obs"], reset_ids))
         self._obs = obs
         return obs, out["reward"], dones, extras
 
@@ -437,7 +469,7 @@ class MujocoTrackingEnv:
         if due.numel() == 0:
             return
         k = int(due.numel())
-        v = self.cfg.randomization.push_velocity * self._rand(k, 3)
+        v = self.cfg.randomization.push_velocity * (2.0 * torch.rand(k, 3, device=self.device, generator=self._gen) - 1)
         v[:, 2] = 0.0
         self.physics.add_root_velocity(due.cpu().numpy(), v.cpu().double().numpy())
         interval = self.cfg.randomization.push_interval_s

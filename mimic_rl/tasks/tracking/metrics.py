@@ -88,7 +88,7 @@ class TrackingMetrics:
         """Forget all sums, counts and episodes."""
         self._groups: dict[tuple[str, ...], tuple[torch.Tensor, torch.Tensor]] = {}
         self._episodes: torch.Tensor | None = None
-        self._successes: torch.Tensor | None = None
+        """(episodes, successes), float64."""
 
     def _zero(self, like: torch.Tensor, *shape: int) -> torch.Tensor:
         if self.device is None:
@@ -116,11 +116,14 @@ class TrackingMetrics:
 
     def episode_end(self, terminated: torch.Tensor, timed_out: torch.Tensor) -> None:
         """Count the episodes that end now (bool ``[N]`` each); success = timed out and not terminated."""
-        if self._episodes is None or self._successes is None:
-            self._episodes = self._zero(terminated)
-            self._successes = self._zero(terminated)
-        self._episodes += (terminated | timed_out).sum()
-        self._successes += (timed_out & ~terminated).sum()
+        ended = (terminated | timed_out).sum()
+        self.add_episodes(torch.stack((ended, (timed_out & ~terminated).sum())).to(torch.float64))
+
+    def add_episodes(self, counts: torch.Tensor) -> None:
+        """Add ``counts`` ``[2]``: (episodes ended, successes among them), e.g. computed inside a compiled step."""
+        if self._episodes is None:
+            self._episodes = self._zero(counts, 2)
+        self._episodes += counts
 
     def summary(self) -> dict[str, float]:
         """Means per key, ``success_rate`` and ``episodes`` (one host sync); NaN where nothing was counted."""
@@ -128,8 +131,7 @@ class TrackingMetrics:
             return {"success_rate": math.nan, "episodes": 0.0}
         zero = torch.zeros(1, dtype=torch.float64, device=self.device)
         parts = [t for pair in self._groups.values() for t in pair]
-        parts += [(self._successes if self._successes is not None else zero).reshape(1)]
-        parts += [(self._episodes if self._episodes is not None else zero).reshape(1)]
+        parts += [self._episodes.flip(0) if self._episodes is not None else torch.cat((zero, zero))]
         host = torch.cat(parts).cpu().tolist()
         sums: dict[str, float] = {}
         counts: dict[str, float] = {}
