@@ -209,6 +209,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     cfg, actor, _ = _load(args.checkpoint)
     env_cfg = copy.deepcopy(cfg.env)
     env_cfg.num_envs = args.num_envs
+    env_cfg.compile = False  # a short run: compiling the step (a minute or more per env size) would not pay off
     if args.motion:
         env_cfg.motions = [resolve_motion(m) for m in args.motion]
     env = MujocoTrackingEnv(env_cfg)

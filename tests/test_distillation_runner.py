@@ -90,7 +90,7 @@ def test_distill_command_trains_evaluates_and_exports_the_student(tmp_path, teac
         main(["distill", "--teacher", str(tmp_path / "nope.pt")])
 
 
-def test_a_recurrent_history_only_student_distils_evaluates_and_exports(tmp_path, teacher):
+def test_a_recurrent_history_only_student_distils_evaluates_and_exports(tmp_path, teacher, monkeypatch):
     from mimic_rl.export import export_policy
     from mimic_rl.runners.evaluation import evaluate_policy
 
@@ -100,6 +100,12 @@ def test_a_recurrent_history_only_student_distils_evaluates_and_exports(tmp_path
     runner.learn(1)
     student = runner.alg.get_policy()
     assert student.is_recurrent and student.ref_shape is None
+    cfg.env.compile = True  # evaluation builds one short env per clip and never compiles them
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("evaluation compiled an env")
+
+    monkeypatch.setattr(torch, "compile", no_compile)
     summary = evaluate_policy(student, cfg, num_envs=2)["summary"]
     assert summary["root_mpjpe_mm"] > 0 and 0 < summary["episode_length_fraction"] <= 1
     meta = json.loads(export_policy(student, tmp_path / "export")["metadata"].read_text())

@@ -36,6 +36,7 @@ def evaluate_policy(actor: Actor, cfg: TrainConfig, num_envs: int = 8, robot: An
     env_cfg = copy.deepcopy(cfg.env)
     env_cfg.num_envs = num_envs
     env_cfg.sampling_mode = "start"
+    env_cfg.compile = False  # one short env per clip: compiling each (a minute or more) would not pay off
     env_cfg.randomization = DomainRandomization(enabled=False)
     env_cfg.device = cfg.runner.device
     probe = MujocoTrackingEnv(copy.deepcopy(env_cfg), robot=robot)
