@@ -188,7 +188,7 @@ class MotionLibrary:
 
     def state(self, clip_ids: torch.Tensor, times: torch.Tensor, bodies: Sequence[int] | None = None) -> BodyState:
         """Interpolated reference state of each (clip, time) pair, leading shape that of ``clip_ids``; with
-        ``bodies`` (indices into ``body_names``), only those bodies, in that order (less work)."""
+        ``bodies`` (indices into ``body_names``), only those bodies, in that order (less work; ``()``: joints only)."""
         frames, columns, shapes = self._table(bodies)
         f0, f1, a = self._frame_index(clip_ids.reshape(-1), times.reshape(-1))
         x0, x1 = frames.index_select(0, f0), frames.index_select(0, f1)
@@ -196,9 +196,10 @@ class MotionLibrary:
         rows = torch.where(w == 0, x0, x0 + w * (x1 - x0))  # lerp; exactly the frame at a frame time
         quat = columns["body_quat_w"]
         nb = shapes["body_quat_w"][0]
-        q0, q1 = x0[:, quat].view(-1, nb, 4), x1[:, quat].view(-1, nb, 4)
-        slerped = quat_slerp(q0, q1, a.unsqueeze(-1).expand(-1, nb))
-        rows[:, quat] = torch.where((w == 0).unsqueeze(-1), q0, slerped).reshape(-1, 4 * nb)
+        if nb > 0:  # bodies=() asks for the joints alone
+            q0, q1 = x0[:, quat].view(-1, nb, 4), x1[:, quat].view(-1, nb, 4)
+            slerped = quat_slerp(q0, q1, a.unsqueeze(-1).expand(-1, nb))
+            rows[:, quat] = torch.where((w == 0).unsqueeze(-1), q0, slerped).reshape(-1, 4 * nb)
         lead = tuple(clip_ids.shape)
         fields = {name: rows[:, cols].reshape(*lead, *shapes[name]) for name, cols in columns.items()}
         return BodyState(**fields)

@@ -458,8 +458,7 @@ class MujocoTrackingEnv:
     def _action_offset(self) -> torch.Tensor:
         if self.cfg.action_offset == "default":
             return self.default_joint_pos
-        ref = self.library.state(self.clip_ids, self.motion_time + self.step_dt)
-        return ref.joint_pos
+        return self.library.state(self.clip_ids, self.motion_time + self.step_dt, bodies=()).joint_pos
 
     def _push(self) -> None:
         if not self.cfg.randomization.enabled or self.cfg.randomization.push_velocity <= 0:
