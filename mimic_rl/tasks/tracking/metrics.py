@@ -129,9 +129,10 @@ class TrackingMetrics:
         """Means per key, ``success_rate`` and ``episodes`` (one host sync); NaN where nothing was counted."""
         if self.device is None:  # nothing was ever added
             return {"success_rate": math.nan, "episodes": 0.0}
-        zero = torch.zeros(1, dtype=torch.float64, device=self.device)
         parts = [t for pair in self._groups.values() for t in pair]
-        parts += [self._episodes.flip(0) if self._episodes is not None else torch.cat((zero, zero))]
+        parts += [
+            self._episodes if self._episodes is not None else torch.zeros(2, dtype=torch.float64, device=self.device)
+        ]
         host = torch.cat(parts).cpu().tolist()
         sums: dict[str, float] = {}
         counts: dict[str, float] = {}
@@ -143,7 +144,7 @@ class TrackingMetrics:
                 counts[key] = counts.get(key, 0.0) + host[i + k + j]
             i += 2 * k
         out = {key: sums[key] / counts[key] if counts[key] > 0 else math.nan for key in sums}
-        successes, episodes = host[i], host[i + 1]
+        episodes, successes = host[i], host[i + 1]
         out["success_rate"] = successes / episodes if episodes > 0 else math.nan
         out["episodes"] = episodes
         return out
