@@ -220,7 +220,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     if args.video:
         from mimic_rl.envs.mujoco.render import render_rollout
 
-        print(f"wrote {render_rollout(env, args.video, policy=policy, steps=args.steps)}")
+        print(f"wrote {render_rollout(env, args.video, policy=policy, steps=args.steps, on_dones=actor.reset)}")
     else:
         obs = env.get_observations()
         per_second = max(1, round(1.0 / env.step_dt))

@@ -177,6 +177,35 @@ def test_rendering_writes_a_gif_or_says_why_not(data_dir, tmp_path):
         assert image.n_frames == 5 and image.size == (128, 48)  # robot and reference side by side
 
 
+def test_rendering_hands_each_steps_dones_to_on_dones(data_dir, tmp_path, monkeypatch):
+    """So that ``mimic-rl play --video`` resets a recurrent policy's state per episode (drawn without OpenGL here)."""
+    from mimic_rl.envs.mujoco import render
+
+    class Blank:
+        def update_scene(self, data, camera):
+            pass
+
+        def render(self):
+            return np.zeros((8, 8, 3), np.uint8)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(render, "_renderer", lambda model, width, height: Blank())
+    env = _env(data_dir, episode_length_s=0.1)  # episodes of 5 steps at most
+    step, returned, seen = env.step, [], []
+
+    def recorded_step(actions):
+        out = step(actions)
+        returned.append(out[2].clone())
+        return out
+
+    monkeypatch.setattr(env, "step", recorded_step)
+    path = render.render_rollout(env, tmp_path / "r.gif", steps=12, on_dones=lambda d: seen.append(d.clone()))
+    assert path.exists() and len(seen) == 12 and sum(int(d.sum()) for d in seen) >= 16  # every env ended twice
+    assert all(torch.equal(a, b) for a, b in zip(seen, returned))
+
+
 def test_reference_action_offset_targets_the_next_reference_pose(data_dir):
     def run(offset):
         env = _env(data_dir, action_offset=offset, sampling_mode="start", **CALM)

@@ -64,10 +64,13 @@ def render_rollout(
     show_reference: bool = True,
     width: int = 480,
     height: int = 360,
+    on_dones: Callable[[torch.Tensor], Any] | None = None,
 ) -> Path:
     """Roll out ``policy`` (default: zero actions) in ``env`` and write env ``env_index``'s video to ``path``.
 
     With ``show_reference`` the reference motion is drawn beside the robot (a second image, side by side).
+    ``on_dones`` is called with each step's dones, e.g. ``actor.reset`` so that a recurrent policy starts every new
+    episode from a zero state.
     """
     model = env.model
     renderer = _renderer(model, width, height)
@@ -82,7 +85,9 @@ def render_rollout(
     for _ in range(steps):
         with torch.inference_mode():
             actions = policy(obs) if policy is not None else zero
-        obs, *_ = env.step(actions)
+        obs, _, dones, _ = env.step(actions)
+        if on_dones is not None:
+            on_dones(dones)
         state = env.physics.state[env_index]
         data.qpos[:] = state[env.physics.qpos_slice]
         mujoco.mj_kinematics(model, data)
