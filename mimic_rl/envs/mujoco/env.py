@@ -100,6 +100,7 @@ class MujocoTrackingEnv:
         self._bucket = min(self.num_envs, max(8, self.num_envs // 8))
         """Resets are observed in padded chunks of this many envs (fixed shapes, and far fewer rows than N)."""
         self.library.check_sampling_mode(cfg.sampling_mode)
+        self._resets_in_graph = bool(cfg.compile)
         self._draw_width = 3 + 12 + 2 * self.num_actions
         """Uniform numbers per env and step for its reset candidate: 2 for the sampler, 1 for the push timer, noise."""
         self._obs = self._reset_all()
@@ -246,8 +247,8 @@ class MujocoTrackingEnv:
         draws: torch.Tensor,
     ) -> dict:
         """Everything a policy step computes from the new physics state (a pure function): rewards, terminations,
-        metrics, the pre-reset observations, and for every env where it would restart if it were done (from
-        ``draws``, see ``_reset_candidates``) with its episode bookkeeping after the step.
+        metrics, the pre-reset observations and, when compiled, ``_episode_ends`` (``push_timer``, ``failures`` and
+        ``draws`` are its inputs).
 
         Fixed shapes (all ``N`` envs), so that ``torch.compile`` fuses it into a few kernels.
         """
@@ -271,31 +272,54 @@ class MujocoTrackingEnv:
         log.update({f"metrics/{k}": v.mean() for k, v in values.items()})
         log["reward/total"] = reward.mean()
         dones = terminated | time_outs
-        # the adaptive sampler learns from this step's failures (as record_episode_ends does when an episode ends)
-        updated = self.library.adaptive.after_failures(failures, clip_ids, obs_time, terminated)
-        failures = torch.where(dones.any(), updated, failures)
-        fresh = self._reset_candidates(failures, draws)
-        return {
+        out = {
             "metric_sums": torch.stack([v.to(torch.float64).sum() for v in values.values()]),
             "episode_counts": torch.stack((dones.sum(), (time_outs & ~terminated).sum())).to(torch.float64),
             "reward": reward,
             "terminated": terminated,
             "time_outs": time_outs,
             "dones": dones,
-            "reset_rows": fresh["rows"],
-            "next": {  # the bookkeeping after resets (copied into the env's tensors when some env is done)
+            "last_actions": torch.where(dones.unsqueeze(-1), 0.0, actions),  # a new episode has no last action
+            "values": values,
+            "log": log,
+            "body_error_mm": 1000.0 * (robot.body_pos_w - ref.body_pos_w).norm(dim=-1),
+            "obs": self._observation_groups(robot, future, actions),  # the action just applied is the "last action"
+        }
+        if self._resets_in_graph:  # compiled: for every env, so that no reset step needs eager work (fixed shapes)
+            out["resets"] = self._episode_ends(
+                dones, terminated, clip_ids, obs_time, motion_time, episode_length, push_timer, failures, draws
+            )
+        return out
+
+    def _episode_ends(
+        self,
+        dones: torch.Tensor,
+        terminated: torch.Tensor,
+        clip_ids: torch.Tensor,
+        obs_time: torch.Tensor,
+        motion_time: torch.Tensor,
+        episode_length: torch.Tensor,
+        push_timer: torch.Tensor,
+        failures: torch.Tensor,
+        draws: torch.Tensor,
+    ) -> dict:
+        """What ending the ``dones`` episodes changes (a pure function): the adaptive sampler's EMA after this step's
+        failures, where every env would restart (``_reset_candidates``) as physics rows, and the episode bookkeeping
+        (``next``: the env's tensors of those names, restarted where done)."""
+        # the adaptive sampler learns from this step's failures (as record_episode_ends does when an episode ends)
+        updated = self.library.adaptive.after_failures(failures, clip_ids, obs_time, terminated)
+        failures = torch.where(dones.any(), updated, failures)
+        fresh = self._reset_candidates(failures, draws)
+        return {
+            "failures": failures,
+            "rows": fresh["rows"],
+            "next": {
                 "clip_ids": torch.where(dones, fresh["clip_ids"], clip_ids),
                 "motion_time": torch.where(dones, fresh["times"], motion_time),
                 "obs_time": torch.where(dones, fresh["times"], obs_time),
                 "episode_length_buf": torch.where(dones, 0, episode_length),
                 "_push_timer": torch.where(dones, fresh["push_timer"], push_timer),
             },
-            "failures": failures,
-            "last_actions": torch.where(dones.unsqueeze(-1), 0.0, actions),  # a new episode has no last action
-            "values": values,
-            "log": log,
-            "body_error_mm": 1000.0 * (robot.body_pos_w - ref.body_pos_w).norm(dim=-1),
-            "obs": self._observation_groups(robot, future, actions),  # the action just applied is the "last action"
         }
 
     def _tensordict(self, groups: dict) -> TensorDict:
@@ -422,18 +446,10 @@ class MujocoTrackingEnv:
         self.episode_length_buf += 1
         self.motion_time += self.step_dt
         self.obs_time = self.motion_time - self.sim_dt  # sensor readings lag one physics step
-        out = self._evaluate_fn(
-            self._sensor_tensor,
-            self.clip_ids,
-            self.obs_time,
-            self.motion_time,
-            self.episode_length_buf,
-            self.actions,
-            self.last_actions,
-            self._push_timer,
-            self.library.adaptive.failures,
-            self._draws(),
-        )
+        draws = self._draws()
+        bookkeeping = (self.clip_ids, self.obs_time, self.motion_time, self.episode_length_buf)
+        sampler = (self._push_timer, self.library.adaptive.failures, draws)
+        out = self._evaluate_fn(self._sensor_tensor, *bookkeeping, self.actions, self.last_actions, *sampler)
         values, terminated, time_outs, dones = out["values"], out["terminated"], out["time_outs"], out["dones"]
         self.metrics.add_sums(values.keys(), out["metric_sums"], float(self.num_envs))
         obs = self._tensordict(out["obs"])
@@ -447,10 +463,12 @@ class MujocoTrackingEnv:
         reset_ids = dones.nonzero().squeeze(-1)
         if reset_ids.numel() > 0:
             self.metrics.add_episodes(out["episode_counts"])
-            self.library.adaptive.failures.copy_(out["failures"])
-            for name, value in out["next"].items():
+            # eagerly, only on steps where some episode ends
+            resets = out["resets"] if "resets" in out else self._episode_ends(dones, terminated, *bookkeeping, *sampler)
+            self.library.adaptive.failures.copy_(resets["failures"])
+            for name, value in resets["next"].items():
                 getattr(self, name).copy_(value)
-            self._restart(reset_ids, out["reset_rows"])
+            self._restart(reset_ids, resets["rows"])
             obs = self._tensordict(self._observe_reset(out["obs"], reset_ids))
         self._obs = obs
         return obs, out["reward"], dones, extras
