@@ -22,9 +22,10 @@ from tensordict import TensorDict
 
 from mimic_rl.envs.mujoco.config import InitNoise, TrackingEnvConfig
 from mimic_rl.envs.mujoco.physics import BatchedPhysics
+from mimic_rl.envs.mujoco.resets import ReferenceStateInit
 from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, robot_config
 from mimic_rl.motion import BodyState, MotionClip, MotionLibrary, expand_motion_paths
-from mimic_rl.rotations import quat_apply_inverse, quat_from_axis_angle, quat_mul
+from mimic_rl.rotations import quat_apply_inverse
 from mimic_rl.tasks.tracking import (
     TrackingMetrics,
     body_pose_in_anchor_frame,
@@ -101,8 +102,6 @@ class MujocoTrackingEnv:
         """Resets are observed in padded chunks of this many envs (fixed shapes, and far fewer rows than N)."""
         self.library.check_sampling_mode(cfg.sampling_mode)
         self._resets_in_graph = bool(cfg.compile)
-        self._draw_width = 3 + 12 + 2 * self.num_actions
-        """Uniform numbers per env and step for its reset candidate: 2 for the sampler, 1 for the push timer, noise."""
         self._obs = self._reset_all()
 
     # ------------------------------------------------------------------ layout
@@ -122,7 +121,7 @@ class MujocoTrackingEnv:
         self.root = tracked.index(names[0]) if names[0] in tracked else self.anchor
         if names[0] not in lib_names:
             raise ValueError(f"the motions have no state for the robot's root body {names[0]!r}")
-        self._ref_root = [lib_names.index(names[0])]
+        self._ref_root = lib_names.index(names[0])
         self.end_effectors = torch.tensor([tracked.index(b) for b in self.robot.end_effectors], device=dev)
         m = self.model
         joint_ids = [int(m.actuator_trnid[a, 0]) for a in range(m.nu)]
@@ -131,13 +130,13 @@ class MujocoTrackingEnv:
             raise ValueError(f"motions' joints {self.library.joint_names} differ from the actuated {self.joint_names}")
         self._qpos_adr = np.array([m.jnt_qposadr[j] for j in joint_ids])
         self._qvel_adr = np.array([m.jnt_dofadr[j] for j in joint_ids])
-        # physics rows of a reset: the root's free joint, then the actuated joints, over qpos0 and zero velocities
-        self._reset_qpos_cols = torch.tensor([*range(7), *self._qpos_adr.tolist()], device=dev)
-        self._reset_qvel_cols = torch.tensor([*range(6), *self._qvel_adr.tolist()], device=dev)
-        self._qpos0 = torch.tensor(m.qpos0, dtype=torch.float64, device=dev)
         lower = torch.tensor(m.jnt_range[joint_ids, 0], dtype=torch.float32, device=dev)
         upper = torch.tensor(m.jnt_range[joint_ids, 1], dtype=torch.float32, device=dev)
         self.joint_lower, self.joint_upper = lower, upper
+        ref_root = lib_names.index(names[0])
+        self._init = ReferenceStateInit(
+            self.cfg, self.library, m, ref_root, self._qpos_adr, self._qvel_adr, (lower, upper)
+        )
         default = np.zeros(m.nu)
         for pattern, value in self.robot.default_joint_pos.items():
             for i, name in enumerate(self.joint_names):
@@ -247,8 +246,8 @@ class MujocoTrackingEnv:
         draws: torch.Tensor,
     ) -> dict:
         """Everything a policy step computes from the new physics state (a pure function): rewards, terminations,
-        metrics, the pre-reset observations and, when compiled, ``_episode_ends`` (``push_timer``, ``failures`` and
-        ``draws`` are its inputs).
+        metrics, the pre-reset observations and, when compiled, ``ReferenceStateInit.episode_ends`` (``push_timer``,
+        ``failures`` and ``draws`` are its inputs).
 
         Fixed shapes (all ``N`` envs), so that ``torch.compile`` fuses it into a few kernels.
         """
@@ -286,41 +285,10 @@ class MujocoTrackingEnv:
             "obs": self._observation_groups(robot, future, actions),  # the action just applied is the "last action"
         }
         if self._resets_in_graph:  # compiled: for every env, so that no reset step needs eager work (fixed shapes)
-            out["resets"] = self._episode_ends(
+            out["resets"] = self._init.episode_ends(
                 dones, terminated, clip_ids, obs_time, motion_time, episode_length, push_timer, failures, draws
             )
         return out
-
-    def _episode_ends(
-        self,
-        dones: torch.Tensor,
-        terminated: torch.Tensor,
-        clip_ids: torch.Tensor,
-        obs_time: torch.Tensor,
-        motion_time: torch.Tensor,
-        episode_length: torch.Tensor,
-        push_timer: torch.Tensor,
-        failures: torch.Tensor,
-        draws: torch.Tensor,
-    ) -> dict:
-        """What ending the ``dones`` episodes changes (a pure function): the adaptive sampler's EMA after this step's
-        failures, where every env would restart (``_reset_candidates``) as physics rows, and the episode bookkeeping
-        (``next``: the env's tensors of those names, restarted where done)."""
-        # the adaptive sampler learns from this step's failures (as record_episode_ends does when an episode ends)
-        updated = self.library.adaptive.after_failures(failures, clip_ids, obs_time, terminated)
-        failures = torch.where(dones.any(), updated, failures)
-        fresh = self._reset_candidates(failures, draws)
-        return {
-            "failures": failures,
-            "rows": fresh["rows"],
-            "next": {
-                "clip_ids": torch.where(dones, fresh["clip_ids"], clip_ids),
-                "motion_time": torch.where(dones, fresh["times"], motion_time),
-                "obs_time": torch.where(dones, fresh["times"], obs_time),
-                "episode_length_buf": torch.where(dones, 0, episode_length),
-                "_push_timer": torch.where(dones, fresh["push_timer"], push_timer),
-            },
-        }
 
     def _tensordict(self, groups: dict) -> TensorDict:
         mask = self._all_valid
@@ -335,8 +303,8 @@ class MujocoTrackingEnv:
         ids, times = self.clip_ids[env_index : env_index + 1], self.obs_time[env_index : env_index + 1]
         ref = self.library.state(ids, times)
         qpos = self.model.qpos0.copy()
-        qpos[0:3] = ref.body_pos_w[0, self._ref_root[0]].cpu().numpy()
-        qpos[3:7] = ref.body_quat_w[0, self._ref_root[0]].cpu().numpy()
+        qpos[0:3] = ref.body_pos_w[0, self._ref_root].cpu().numpy()
+        qpos[3:7] = ref.body_quat_w[0, self._ref_root].cpu().numpy()
         qpos[self._qpos_adr] = ref.joint_pos[0].cpu().numpy()
         return qpos
 
@@ -345,41 +313,6 @@ class MujocoTrackingEnv:
         return self._obs
 
     # ------------------------------------------------------------------ resets
-    def _draws(self) -> torch.Tensor:
-        """Uniform numbers in [0, 1) for every env's reset candidate of one step, ``[N, 3 + 12 + 2 J]``."""
-        return torch.rand(self.num_envs, self._draw_width, device=self.device, generator=self._gen)
-
-    def _reset_candidates(self, failures: torch.Tensor, draws: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Where each env restarts if it resets now (a pure function of ``draws`` from ``_draws``): a (clip, time)
-        from the library's sampler (``failures``: the adaptive sampler's EMA), its noisy physics row and a push
-        timer."""
-        clip_ids, times = self.library.sample_from(draws[:, :2], self.cfg.sampling_mode, failures)
-        low, high = self.cfg.randomization.push_interval_s
-        rows = self._initial_states(clip_ids, times, 2.0 * draws[:, 3:] - 1.0)
-        return {"clip_ids": clip_ids, "times": times, "rows": rows, "push_timer": low + (high - low) * draws[:, 2]}
-
-    def _initial_states(self, clip_ids: torch.Tensor, times: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """Noisy reference states at (``clip_ids``, ``times``) as physics rows ``[n, nq + nv]`` (float64): the root's
-        position, quaternion, linear (world) and angular (local) velocity, the actuated joints, ``qpos0`` and zero
-        velocity elsewhere. ``noise`` is uniform in [-1, 1], ``[n, 12 + 2 J]`` (a pure function)."""
-        ref = self.library.state(clip_ids, times, self._ref_root)
-        c, j = self.cfg.init_noise, self.num_actions
-        n_pos, n_rot, n_q, n_lin, n_ang, n_qd = noise.split([3, 3, j, 3, 3, j], dim=-1)
-        root_pos = ref.body_pos_w[:, 0] + c.root_pos * n_pos
-        root_quat = quat_mul(quat_from_axis_angle(c.root_rot * n_rot), ref.body_quat_w[:, 0])
-        joint_pos = torch.clamp(ref.joint_pos + c.joint_pos * n_q, self.joint_lower, self.joint_upper)
-        lin = ref.body_lin_vel_w[:, 0] + c.velocity * n_lin
-        ang_local = quat_apply_inverse(root_quat, ref.body_ang_vel_w[:, 0] + c.velocity * n_ang)
-        joint_vel = ref.joint_vel + c.velocity * n_qd
-        n = clip_ids.shape[0]
-        qpos = self._qpos0.expand(n, -1).index_copy(
-            1, self._reset_qpos_cols, torch.cat((root_pos, root_quat, joint_pos), dim=-1).double()
-        )
-        qvel = torch.zeros(n, self.model.nv, dtype=torch.float64, device=self.device).index_copy(
-            1, self._reset_qvel_cols, torch.cat((lin, ang_local, joint_vel), dim=-1).double()
-        )
-        return torch.cat((qpos, qvel), dim=-1)
-
     def _restart(self, env_ids: torch.Tensor, rows: torch.Tensor) -> None:
         """Set the physics of ``env_ids`` to their ``rows`` (physics rows of every env), with a new model variant,
         and evaluate their sensors."""
@@ -405,7 +338,7 @@ class MujocoTrackingEnv:
         return groups
 
     def _reset_all(self) -> TensorDict:
-        fresh = self._reset_candidates(self.library.adaptive.failures, self._draws())
+        fresh = self._init.candidates(self.library.adaptive.failures, self._init.draws(self.num_envs, self._gen))
         self.clip_ids.copy_(fresh["clip_ids"])
         self.motion_time.copy_(fresh["times"])
         self.obs_time.copy_(fresh["times"])
@@ -446,7 +379,7 @@ class MujocoTrackingEnv:
         self.episode_length_buf += 1
         self.motion_time += self.step_dt
         self.obs_time = self.motion_time - self.sim_dt  # sensor readings lag one physics step
-        draws = self._draws()
+        draws = self._init.draws(self.num_envs, self._gen)
         bookkeeping = (self.clip_ids, self.obs_time, self.motion_time, self.episode_length_buf)
         sampler = (self._push_timer, self.library.adaptive.failures, draws)
         out = self._evaluate_fn(self._sensor_tensor, *bookkeeping, self.actions, self.last_actions, *sampler)
@@ -464,7 +397,9 @@ class MujocoTrackingEnv:
         if reset_ids.numel() > 0:
             self.metrics.add_episodes(out["episode_counts"])
             # eagerly, only on steps where some episode ends
-            resets = out["resets"] if "resets" in out else self._episode_ends(dones, terminated, *bookkeeping, *sampler)
+            resets = (
+                out["resets"] if "resets" in out else self._init.episode_ends(dones, terminated, *bookkeeping, *sampler)
+            )
             self.library.adaptive.failures.copy_(resets["failures"])
             for name, value in resets["next"].items():
                 getattr(self, name).copy_(value)

@@ -1,0 +1,114 @@
+"""Reference-state initialization of the tracking env: where each env restarts, as pure functions of fixed shapes.
+
+Everything here is computed from uniform numbers drawn once per step for every env (``draws``), so that the env's
+compiled step can include it: the library's sampler (by inverse CDF, adaptive included), the noisy reference state
+as MuJoCo physics rows, the push timer, and the episode bookkeeping after the step's episode ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import mujoco
+import numpy as np
+import torch
+
+from mimic_rl.envs.mujoco.config import TrackingEnvConfig
+from mimic_rl.motion import MotionLibrary
+from mimic_rl.rotations import quat_apply_inverse, quat_from_axis_angle, quat_mul
+
+__all__ = ["ReferenceStateInit"]
+
+
+class ReferenceStateInit:
+    """Noisy reference-state initialization for a robot model whose root is a free joint."""
+
+    def __init__(
+        self,
+        cfg: TrackingEnvConfig,
+        library: MotionLibrary,
+        model: mujoco.MjModel,
+        root_body: int,
+        qpos_adr: Sequence[int],
+        qvel_adr: Sequence[int],
+        joint_limits: tuple[torch.Tensor, torch.Tensor],
+    ) -> None:
+        """``root_body`` indexes the library's bodies; ``qpos_adr``/``qvel_adr`` are the actuated joints' addresses
+        in the library's joint order; ``joint_limits`` (lower, upper) clamp the noisy joint positions."""
+        self.cfg = cfg
+        self.library = library
+        dev = library.device
+        self.num_joints = len(qpos_adr)
+        self.width = 3 + 12 + 2 * self.num_joints
+        """Uniform numbers per env and step: 2 for the sampler, 1 for the push timer, the rest for noise."""
+        self._root = [int(root_body)]
+        self._qpos_cols = torch.tensor([*range(7), *np.asarray(qpos_adr).tolist()], device=dev)
+        self._qvel_cols = torch.tensor([*range(6), *np.asarray(qvel_adr).tolist()], device=dev)
+        self._qpos0 = torch.tensor(model.qpos0, dtype=torch.float64, device=dev)
+        self._nv = int(model.nv)
+        self.lower, self.upper = joint_limits
+
+    def draws(self, num_envs: int, generator: torch.Generator) -> torch.Tensor:
+        """Uniform numbers in [0, 1) for ``num_envs`` reset candidates, ``[num_envs, width]``."""
+        return torch.rand(num_envs, self.width, device=self.library.device, generator=generator)
+
+    def candidates(self, failures: torch.Tensor, draws: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Where each env restarts if it resets now (a pure function of ``draws``): a (clip, time) from the library's
+        sampler (``failures``: the adaptive sampler's EMA), its noisy physics row and a push timer."""
+        clip_ids, times = self.library.sample_from(draws[:, :2], self.cfg.sampling_mode, failures)
+        low, high = self.cfg.randomization.push_interval_s
+        rows = self.initial_states(clip_ids, times, 2.0 * draws[:, 3:] - 1.0)
+        return {"clip_ids": clip_ids, "times": times, "rows": rows, "push_timer": low + (high - low) * draws[:, 2]}
+
+    def initial_states(self, clip_ids: torch.Tensor, times: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Noisy reference states at (``clip_ids``, ``times``) as physics rows ``[n, nq + nv]`` (float64): the root's
+        position, quaternion, linear (world) and angular (local) velocity, the actuated joints, ``qpos0`` and zero
+        velocity elsewhere. ``noise`` is uniform in [-1, 1], ``[n, 12 + 2 J]`` (a pure function)."""
+        ref = self.library.state(clip_ids, times, self._root)
+        c, j = self.cfg.init_noise, self.num_joints
+        n_pos, n_rot, n_q, n_lin, n_ang, n_qd = noise.split([3, 3, j, 3, 3, j], dim=-1)
+        root_pos = ref.body_pos_w[:, 0] + c.root_pos * n_pos
+        root_quat = quat_mul(quat_from_axis_angle(c.root_rot * n_rot), ref.body_quat_w[:, 0])
+        joint_pos = torch.clamp(ref.joint_pos + c.joint_pos * n_q, self.lower, self.upper)
+        lin = ref.body_lin_vel_w[:, 0] + c.velocity * n_lin
+        ang_local = quat_apply_inverse(root_quat, ref.body_ang_vel_w[:, 0] + c.velocity * n_ang)
+        joint_vel = ref.joint_vel + c.velocity * n_qd
+        n = clip_ids.shape[0]
+        qpos = self._qpos0.expand(n, -1).index_copy(
+            1, self._qpos_cols, torch.cat((root_pos, root_quat, joint_pos), dim=-1).double()
+        )
+        qvel = torch.zeros(n, self._nv, dtype=torch.float64, device=self._qpos0.device).index_copy(
+            1, self._qvel_cols, torch.cat((lin, ang_local, joint_vel), dim=-1).double()
+        )
+        return torch.cat((qpos, qvel), dim=-1)
+
+    def episode_ends(
+        self,
+        dones: torch.Tensor,
+        terminated: torch.Tensor,
+        clip_ids: torch.Tensor,
+        obs_time: torch.Tensor,
+        motion_time: torch.Tensor,
+        episode_length: torch.Tensor,
+        push_timer: torch.Tensor,
+        failures: torch.Tensor,
+        draws: torch.Tensor,
+    ) -> dict:
+        """What ending the ``dones`` episodes changes (a pure function): the adaptive sampler's EMA after this step's
+        failures, where every env would restart (``candidates``) as physics rows, and the episode bookkeeping
+        (``next``: the env's tensors of those names, restarted where done)."""
+        # the adaptive sampler learns from this step's failures (as record_episode_ends does when an episode ends)
+        updated = self.library.adaptive.after_failures(failures, clip_ids, obs_time, terminated)
+        failures = torch.where(dones.any(), updated, failures)
+        fresh = self.candidates(failures, draws)
+        return {
+            "failures": failures,
+            "rows": fresh["rows"],
+            "next": {
+                "clip_ids": torch.where(dones, fresh["clip_ids"], clip_ids),
+                "motion_time": torch.where(dones, fresh["times"], motion_time),
+                "obs_time": torch.where(dones, fresh["times"], obs_time),
+                "episode_length_buf": torch.where(dones, 0, episode_length),
+                "_push_timer": torch.where(dones, fresh["push_timer"], push_timer),
+            },
+        }
