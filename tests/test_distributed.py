@@ -54,19 +54,6 @@ def _train(alg: MMPPO, rows: slice) -> dict[str, torch.Tensor]:
     return state
 
 
-def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
-    torch.set_num_threads(1)
-    try:
-        # rank 1 starts from other weights: the constructor's broadcast from rank 0 must align them
-        alg = _make(N, {"global_rank": rank, "local_rank": rank, "world_size": world}, seed=rank)
-        state = _train(alg, slice(rank * N, (rank + 1) * N))
-        torch.save(state, os.path.join(out_dir, f"rank{rank}.pt"))
-    finally:
-        torch.distributed.destroy_process_group()
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -74,10 +61,7 @@ def _free_port() -> int:
 
 
 def test_two_gloo_ranks_equal_one_process_on_concatenated_data():
-    with tempfile.TemporaryDirectory() as out_dir:
-        mp.spawn(_worker, args=(2, _free_port(), out_dir), nprocs=2, join=True)
-        rank0 = torch.load(os.path.join(out_dir, "rank0.pt"))
-        rank1 = torch.load(os.path.join(out_dir, "rank1.pt"))
+    rank0, rank1 = _two_ranks("ppo")
     torch.set_num_threads(1)
     single = _train(_make(2 * N), slice(0, 2 * N))
     assert rank0.keys() == rank1.keys() == single.keys()
@@ -115,25 +99,35 @@ def _distil(alg: Distillation, rows: slice) -> dict[str, torch.Tensor]:
     return {f"student.{k}": v for k, v in alg.student.state_dict().items()}
 
 
-def _distillation_worker(rank: int, world: int, port: int, out_dir: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
-    torch.set_num_threads(1)
-    try:
-        alg = _make_distillation(N, {"global_rank": rank, "local_rank": rank, "world_size": world}, seed=rank)
-        torch.save(_distil(alg, slice(rank * N, (rank + 1) * N)), os.path.join(out_dir, f"rank{rank}.pt"))
-    finally:
-        torch.distributed.destroy_process_group()
-
-
 def test_two_gloo_ranks_distil_like_one_process_on_concatenated_data():
-    with tempfile.TemporaryDirectory() as out_dir:
-        mp.spawn(_distillation_worker, args=(2, _free_port(), out_dir), nprocs=2, join=True)
-        rank0 = torch.load(os.path.join(out_dir, "rank0.pt"))
-        rank1 = torch.load(os.path.join(out_dir, "rank1.pt"))
+    rank0, rank1 = _two_ranks("distillation")
     torch.set_num_threads(1)
     single = _distil(_make_distillation(2 * N), slice(0, 2 * N))
     for key in rank0:
         assert torch.equal(rank0[key], rank1[key]), key
         torch.testing.assert_close(rank0[key], single[key], atol=1e-5, rtol=1e-5, msg=key)
     assert float(single["student.obs_normalizer.count"]) == 2 * N * T * ITERATIONS
+
+
+ALGORITHMS = {"ppo": (_make, _train), "distillation": (_make_distillation, _distil)}
+
+
+def _worker(rank: int, world: int, port: int, out_dir: str, kind: str) -> None:
+    """One rank: build ``kind``'s algorithm from a rank-specific seed (the constructor's broadcast from rank 0 must
+    align the weights), train it on this rank's rows, save its state."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    make, train = ALGORITHMS[kind]
+    try:
+        alg = make(N, {"global_rank": rank, "local_rank": rank, "world_size": world}, seed=rank)
+        torch.save(train(alg, slice(rank * N, (rank + 1) * N)), os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def _two_ranks(kind: str) -> tuple[dict, dict]:
+    """The states of two gloo ranks trained on N rows each."""
+    with tempfile.TemporaryDirectory() as out_dir:
+        mp.spawn(_worker, args=(2, _free_port(), out_dir, kind), nprocs=2, join=True)
+        return tuple(torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(2))
