@@ -92,3 +92,17 @@ def toy_cfg(**algorithm) -> dict:
         "critic": {"hidden_dims": [64, 64]},
         "num_steps_per_env": 24,
     }
+
+
+def straight_and_resumed(make, tmp_path, total: int, first: int):
+    """Runners from ``make(log_dir)``: one trained ``total`` iterations straight through, and one loaded from the
+    checkpoint another wrote after ``first`` iterations and trained the rest; returns (straight, resumed)."""
+    straight = make(tmp_path / "a")
+    straight.learn(total)
+    interrupted = make(tmp_path / "b")
+    interrupted.learn(first)
+    interrupted.close()
+    resumed = make(tmp_path / "c")
+    resumed.load(tmp_path / "b" / f"model_{first}.pt")
+    resumed.learn(total - first)
+    return straight, resumed

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from helpers import straight_and_resumed
 from test_runner import small_cfg
 
 from mimic_rl.cli import main
@@ -33,14 +34,9 @@ def distill_cfg(teacher_path) -> DistillConfig:
 
 
 def test_resume_is_bitwise_identical_to_distilling_straight_through(tmp_path, teacher):
-    straight = DistillationRunner(distill_cfg(teacher), log_dir=tmp_path / "a")
-    straight.learn(3)
-    first = DistillationRunner(distill_cfg(teacher), log_dir=tmp_path / "b")
-    first.learn(2)
-    first.close()
-    resumed = DistillationRunner(distill_cfg(teacher), log_dir=tmp_path / "c")
-    resumed.load(tmp_path / "b" / "model_2.pt")
-    resumed.learn(1)
+    straight, resumed = straight_and_resumed(
+        lambda d: DistillationRunner(distill_cfg(teacher), log_dir=d), tmp_path, 3, 2
+    )
     assert resumed.iteration == straight.iteration == 3
     a, b = straight.alg.student.state_dict(), resumed.alg.student.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])]

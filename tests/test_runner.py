@@ -7,6 +7,7 @@ import re
 
 import pytest
 import torch
+from helpers import straight_and_resumed
 
 from mimic_rl.cli import main
 from mimic_rl.config import ConfigError, TrainConfig, load_config
@@ -64,14 +65,7 @@ def _params(runner):
 
 
 def test_resume_is_bitwise_identical_to_training_straight_through(tmp_path, data_dir):
-    straight = OnPolicyRunner(small_cfg(data_dir), log_dir=tmp_path / "a")
-    straight.learn(4)
-    first = OnPolicyRunner(small_cfg(data_dir), log_dir=tmp_path / "b")
-    first.learn(2)
-    first.close()
-    resumed = OnPolicyRunner(small_cfg(data_dir), log_dir=tmp_path / "c")
-    resumed.load(tmp_path / "b" / "model_2.pt")
-    resumed.learn(2)
+    straight, resumed = straight_and_resumed(lambda d: OnPolicyRunner(small_cfg(data_dir), log_dir=d), tmp_path, 4, 2)
     assert resumed.iteration == straight.iteration == 4
     a, b = _params(straight), _params(resumed)
     assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])]
