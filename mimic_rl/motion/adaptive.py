@@ -75,8 +75,7 @@ class AdaptiveSampler:
 
     def record(self, clip_ids: torch.Tensor, times: torch.Tensor, failed: torch.Tensor) -> None:
         """Count failed episodes at their motion time (rows where ``failed`` is False are ignored)."""
-        flat = self.bin_of(clip_ids, times)
-        self._pending.view(-1).index_add_(0, flat, failed.to(self._pending.dtype))
+        self._pending += self._counts(clip_ids, times, failed)
 
     def update(self) -> None:
         """Fold the failures recorded since the last call into the EMA."""
@@ -92,10 +91,14 @@ class AdaptiveSampler:
     ) -> torch.Tensor:
         """``failures`` after ``record(clip_ids, times, failed)`` and ``update()``, without changing the sampler (a
         pure function of fixed shapes, for compiled env steps)."""
+        return self.folded(failures, self._counts(clip_ids, times, failed))
+
+    def _counts(self, clip_ids: torch.Tensor, times: torch.Tensor, failed: torch.Tensor) -> torch.Tensor:
+        """Failures per bin ``[C, Bmax]`` of one batch of episode ends."""
         counts = (
-            torch.zeros_like(failures).view(-1).index_add(0, self.bin_of(clip_ids, times), failed.to(failures.dtype))
+            torch.zeros_like(self.base).view(-1).index_add(0, self.bin_of(clip_ids, times), failed.to(self.base.dtype))
         )
-        return self.folded(failures, counts.view_as(failures))
+        return counts.view_as(self.base)
 
     def probabilities(self, failures: torch.Tensor | None = None) -> torch.Tensor:
         """Sampling probability ``[C, Bmax]`` (zero on bins past a clip's end), from ``failures`` (default: the
