@@ -110,10 +110,6 @@ class AdaptiveSampler:
         failure_part = torch.where(total > 0, smoothed / total.clamp(min=1e-12), self.base)
         return self.uniform_ratio * self.base + (1.0 - self.uniform_ratio) * failure_part
 
-    def sample(self, num: int, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """``num`` (clip ids, times): a bin by probability, then a uniform time inside it."""
-        return self.sample_from(torch.rand(num, 2, device=self.failures.device, generator=generator))
-
     def sample_from(self, u: torch.Tensor, failures: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(clip ids, times) from uniform numbers ``u`` ``[n, 2]`` in [0, 1): column 0 picks a bin by inverse CDF
         (probabilities from ``failures``, default the sampler's own), column 1 the time inside it (pure)."""
