@@ -1,9 +1,32 @@
 """mimic_rl: humanoid motion imitation with reference-aware PPO, AMP, RND, DAgger and distillation."""
 
 import os as _os
+import sys as _sys
 
-# MuJoCo picks its OpenGL backend when it is first imported; this package only renders offscreen, so default to EGL
-# (GPU drivers or Mesa) rather than GLFW, which needs a display. An explicit MUJOCO_GL is respected.
-_os.environ.setdefault("MUJOCO_GL", "egl")
+
+def _import_mujoco_without_opengl() -> None:
+    """Import MuJoCo with its OpenGL backend switched off, then restore ``MUJOCO_GL``.
+
+    MuJoCo loads the backend named by ``MUJOCO_GL`` when it is first imported, and a missing library (no libEGL on a
+    bare GPU server, no OSMesa) breaks the import itself. Training, evaluation and export need no OpenGL, so nothing
+    here should depend on it; only rendering picks a backend, when it is asked to render
+    (``mimic_rl.envs.mujoco.render``).
+    """
+    if "mujoco" in _sys.modules:
+        return
+    requested = _os.environ.get("MUJOCO_GL")
+    _os.environ["MUJOCO_GL"] = "disable"
+    try:
+        import mujoco  # noqa: F401
+    except ImportError:
+        pass  # not installed: the modules that need it raise their own ImportError
+    finally:
+        if requested is None:
+            del _os.environ["MUJOCO_GL"]
+        else:
+            _os.environ["MUJOCO_GL"] = requested
+
+
+_import_mujoco_without_opengl()
 
 __version__ = "0.1.0"

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-os.environ.setdefault("MUJOCO_GL", "egl")  # headless offscreen rendering; must precede the first `import mujoco`
+os.environ.setdefault("MUJOCO_GL", "egl")  # headless offscreen rendering (mimic_rl picks it when it renders)
 
 
 @pytest.fixture(scope="session")

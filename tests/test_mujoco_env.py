@@ -191,7 +191,7 @@ def test_rendering_hands_each_steps_dones_to_on_dones(data_dir, tmp_path, monkey
         def close(self):
             pass
 
-    monkeypatch.setattr(render, "_renderer", lambda model, width, height: Blank())
+    monkeypatch.setattr(render, "offscreen_renderer", lambda model, width, height: Blank())
     env = _env(data_dir, episode_length_s=0.1)  # episodes of 5 steps at most
     step, returned, seen = env.step, [], []
 

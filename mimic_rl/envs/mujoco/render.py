@@ -1,13 +1,13 @@
 """Offscreen rendering of an env's rollout (optionally beside its reference) to GIF or MP4 with ``mujoco.Renderer``.
 
-Rendering needs an OpenGL backend: ``MUJOCO_GL=egl`` (GPU drivers or Mesa's EGL) or ``MUJOCO_GL=osmesa``. Without
-one, ``render_rollout`` raises ``RenderingUnavailable`` with what to install. GIFs are written with Pillow (a
+Rendering needs an OpenGL backend: the one ``MUJOCO_GL`` names, else the first of EGL (GPU drivers or Mesa), OSMesa and
+GLFW that works (``opengl.offscreen_renderer``). Without one, ``render_rollout`` raises ``RenderingUnavailable`` with
+what to install. GIFs are written with Pillow (a
 matplotlib dependency); MP4 needs ``imageio`` with ``imageio-ffmpeg``.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,23 +16,10 @@ import mujoco
 import numpy as np
 import torch
 
+from mimic_rl.envs.mujoco.opengl import offscreen_renderer
+from mimic_rl.errors import RenderingUnavailable
+
 __all__ = ["RenderingUnavailable", "render_rollout"]
-
-
-class RenderingUnavailable(RuntimeError):
-    """No OpenGL backend (or no video writer) for offscreen rendering."""
-
-
-def _renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Renderer:
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    try:
-        return mujoco.Renderer(model, height, width)
-    except Exception as exc:  # MuJoCo raises FatalError, AttributeError or RuntimeError without a GL context
-        raise RenderingUnavailable(
-            f"offscreen rendering needs an OpenGL backend (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r} failed: "
-            f"{type(exc).__name__}: {exc}). Use MUJOCO_GL=egl with GPU drivers or Mesa (apt-get install libegl1 "
-            "libgl1-mesa-dri), or MUJOCO_GL=osmesa (apt-get install libosmesa6)"
-        ) from exc
 
 
 def _write(frames: list[np.ndarray], path: Path, fps: float) -> Path:
@@ -73,7 +60,7 @@ def render_rollout(
     episode from a zero state.
     """
     model = env.model
-    renderer = _renderer(model, width, height)
+    renderer = offscreen_renderer(model, width, height)
     data, ref_data = mujoco.MjData(model), mujoco.MjData(model)
     camera = mujoco.MjvCamera()
     camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
