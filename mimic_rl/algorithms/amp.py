@@ -114,7 +114,8 @@ class AMP:
     # ------------------------------------------------------------------ reward
     @torch.no_grad()
     def style_reward(self, prev: torch.Tensor, cur: torch.Tensor) -> torch.Tensor:
-        """Style reward ``[N]`` of policy pairs (higher when the pair looks like the expert's)."""
+        """Style reward ``[N]`` of policy pairs (higher when the pair looks like the expert's); 0 for a pair with a
+        NaN or inf feature (the normalizer leaves such rows out and counts them)."""
         d = self.discriminator(self.discriminator.normalize(prev, cur))
         if self.loss_type == "bce":
             reward = -torch.log(torch.clamp(1.0 - torch.sigmoid(d), min=1e-4))
@@ -122,7 +123,8 @@ class AMP:
             reward = torch.clamp(1.0 - 0.25 * (d - 1.0).square(), min=0.0)
         else:
             reward = d
-        return self.style_reward_scale * reward
+        finite = torch.isfinite(prev).all(-1) & torch.isfinite(cur).all(-1)
+        return torch.where(finite, self.style_reward_scale * reward.reshape(finite.shape), 0.0)
 
     def mix(self, task_reward: torch.Tensor, style_reward: torch.Tensor) -> torch.Tensor:
         """``task_weight * r_task + style_weight * r_style``."""

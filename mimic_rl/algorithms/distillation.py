@@ -25,7 +25,9 @@ from mimic_rl.algorithms.distributed import MultiGPUConfig, all_reduce_gradients
 from mimic_rl.algorithms.ppo import OPTIMIZERS
 from mimic_rl.algorithms.schedules import Schedule
 from mimic_rl.algorithms.step_means import StepMeans
+from mimic_rl.errors import TrainingDiverged
 from mimic_rl.models.actor_critic import Actor
+from mimic_rl.models.normalization import nonfinite_rows
 from mimic_rl.models.recurrent import HiddenState, zero_done
 from mimic_rl.storage import RolloutStorageMM
 
@@ -229,14 +231,18 @@ class Distillation:
         self.student.head.check()
         self.iteration += 1
         st.clear()
-        return {"behavior": float(total / max(1, counted)), "nonfinite_batches": float(self.nonfinite_batches)}
+        return {
+            "behavior": float(total / max(1, counted)),
+            "nonfinite_batches": float(self.nonfinite_batches),
+            "nonfinite_obs_rows": float(nonfinite_rows(self.student)),
+        }
 
     def _skip_nonfinite(self, loss: torch.Tensor) -> None:
         self.nonfinite_batches += 1
         self._nonfinite_streak += 1
         if self._nonfinite_streak >= self.max_nonfinite_batches:
             what = "behaviour loss" if not bool(torch.isfinite(loss)) else "gradient (the loss was finite)"
-            raise FloatingPointError(
+            raise TrainingDiverged(
                 f"Distillation: {self._nonfinite_streak} consecutive chunks had a non-finite {what}. Check the "
                 "observations and the teacher's actions for NaN/inf, or lower the learning rate"
             )

@@ -9,7 +9,9 @@ from tensordict import TensorDictBase
 from torch import nn
 
 from mimic_rl.algorithms import ppo_losses as L
+from mimic_rl.errors import TrainingDiverged
 from mimic_rl.models.distributions import gaussian_entropy, gaussian_kl, gaussian_log_prob
+from mimic_rl.models.normalization import nonfinite_rows
 from mimic_rl.storage import PPOBatch
 
 if TYPE_CHECKING:
@@ -154,10 +156,10 @@ def _total(alg: MMPPO, terms: dict[str, torch.Tensor]) -> torch.Tensor:
     return loss
 
 
-def _nonfinite_error(alg: MMPPO, terms: dict[str, torch.Tensor]) -> FloatingPointError:
+def _nonfinite_error(alg: MMPPO, terms: dict[str, torch.Tensor]) -> TrainingDiverged:
     bad = [k for k, v in terms.items() if isinstance(v, torch.Tensor) and not bool(torch.isfinite(v).all())]
     what = f"loss term(s) {bad}" if bad else "the gradient (all loss terms were finite)"
-    return FloatingPointError(
+    return TrainingDiverged(
         f"MMPPO: {alg._nonfinite_streak} consecutive mini-batches had a non-finite loss or gradient; last: {what}. "
         "Check observations and rewards for NaN/inf, or lower the learning rate"
     )
@@ -242,6 +244,7 @@ def run_update(alg: MMPPO) -> dict[str, float]:
     result = {k: float(v) for k, v in zip(out, torch.stack(list(out.values())).tolist())} if out else {}
     result["learning_rate"] = alg.learning_rate
     result["nonfinite_batches"] = float(alg.nonfinite_batches)
+    result["nonfinite_obs_rows"] = float(nonfinite_rows(*alg._modules()))
     return result
 
 

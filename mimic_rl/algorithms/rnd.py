@@ -51,8 +51,10 @@ class RandomNetworkDistillation(nn.Module):
 
     @torch.no_grad()
     def intrinsic_reward(self, states: torch.Tensor, iteration: int) -> torch.Tensor:
-        """Weighted prediction error per env, ``[N]``."""
-        return self.weight_schedule(iteration) * self._errors(states)
+        """Weighted prediction error per env, ``[N]``; 0 for a state with a NaN or inf (the normalizer leaves such
+        rows out and counts them)."""
+        finite = torch.isfinite(states).all(-1)
+        return torch.where(finite, self.weight_schedule(iteration) * self._errors(states), 0.0)
 
     def loss(self, states: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Predictor regression loss (mean over rows, or over rows where ``mask`` is True)."""

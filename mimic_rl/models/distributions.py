@@ -7,6 +7,8 @@ import math
 import torch
 from torch import nn
 
+from mimic_rl.errors import TrainingDiverged
+
 __all__ = ["GaussianHead", "gaussian_entropy", "gaussian_kl", "gaussian_log_prob"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -67,7 +69,7 @@ class GaussianHead(nn.Module):
         """Raise a clear error if the std parameter is NaN or inf (a diverged update)."""
         raw = self.std_param if self.std_type == "scalar" else self.log_std_param
         if not bool(torch.isfinite(raw).all()):
-            raise FloatingPointError(
+            raise TrainingDiverged(
                 f"the policy's action std is not finite ({raw.detach().cpu().tolist()}); training diverged. Lower the "
                 "learning rate or max_grad_norm, or check observations and rewards for NaN/inf"
             )

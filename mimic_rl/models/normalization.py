@@ -7,7 +7,13 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-__all__ = ["EmpiricalNormalizer"]
+__all__ = ["EmpiricalNormalizer", "nonfinite_rows"]
+
+
+def nonfinite_rows(*modules: nn.Module) -> torch.Tensor:
+    """Rows with NaN or inf that the normalizers inside ``modules`` have left out so far (a float64 tensor)."""
+    counts = [m.nonfinite_rows for module in modules for m in module.modules() if isinstance(m, EmpiricalNormalizer)]
+    return torch.stack(counts).sum() if counts else torch.zeros((), dtype=torch.float64)
 
 
 class EmpiricalNormalizer(nn.Module):
@@ -15,7 +21,8 @@ class EmpiricalNormalizer(nn.Module):
 
     ``update`` merges a batch (optionally only the rows where ``mask`` is True) with Chan's parallel formula and,
     when ``torch.distributed`` is initialized, with the batches of every rank, so all ranks hold identical statistics.
-    It never syncs the host: masked counts are tensors.
+    Rows with a NaN or inf are left out and counted in ``nonfinite_rows`` (not saved in checkpoints), so the statistics
+    stay finite whatever a rollout holds. It never syncs the host: masked counts are tensors.
     """
 
     def __init__(self, shape: int | Sequence[int], eps: float = 1e-2, until: int | None = None) -> None:
@@ -27,6 +34,7 @@ class EmpiricalNormalizer(nn.Module):
         self.register_buffer("mean", torch.zeros(shape))
         self.register_buffer("var", torch.ones(shape))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("nonfinite_rows", torch.zeros((), dtype=torch.float64), persistent=False)
 
     @property
     def std(self) -> torch.Tensor:
@@ -43,12 +51,16 @@ class EmpiricalNormalizer(nn.Module):
 
     @torch.no_grad()
     def update(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
-        """Merge the statistics of ``x`` (``[..., *shape]``); rows where ``mask`` is False are ignored."""
+        """Merge the statistics of ``x`` (``[..., *shape]``); rows where ``mask`` is False, and rows with a NaN or inf
+        (counted in ``nonfinite_rows``), are ignored."""
         if self.until is not None and float(self.count) >= self.until:
             return
         x = x.reshape(-1, *self.shape).to(self.mean.dtype)
         w = torch.ones(x.shape[0], device=x.device, dtype=x.dtype) if mask is None else mask.reshape(-1).to(x.dtype)
-        w = w.reshape(-1, *([1] * len(self.shape)))
+        finite = torch.isfinite(x).reshape(x.shape[0], -1).all(-1)
+        self.nonfinite_rows += ((~finite) & (w > 0)).sum()
+        w = torch.where(finite, w, 0.0).reshape(-1, *([1] * len(self.shape)))
+        x = torch.where(w > 0, x, 0.0)  # a left-out row must not reach the sums (NaN * 0 is NaN)
         count = w.sum(0).reshape(()).to(torch.float64)
         total = (x * w).sum(0)
         if torch.distributed.is_available() and torch.distributed.is_initialized():

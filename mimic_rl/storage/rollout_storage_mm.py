@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from mimic_rl.errors import TrainingDiverged
 from mimic_rl.storage.amp_pairs import AmpPairExtractor
 from mimic_rl.storage.batches import DistillationBatch, PPOBatch
 from mimic_rl.storage.hidden import HiddenStateStore
@@ -458,7 +459,7 @@ def _check_finite(tensors: dict[str, torch.Tensor]) -> None:
         return
     bad = [name for name, ok in zip(tensors, finite.tolist()) if not ok]
     where = (~torch.isfinite(tensors[bad[0]])).nonzero()[0].tolist()
-    raise FloatingPointError(
+    raise TrainingDiverged(
         f"RolloutStorageMM.compute_returns: {', '.join(bad)} contain NaN or inf (first at index {where} of "
         f"{bad[0]}, [t, env, ...]); check the env's reward terms and the critic before training continues"
     )
