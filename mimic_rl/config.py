@@ -13,11 +13,14 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
 
 from mimic_rl.envs.mujoco.env import TrackingEnvConfig
+from mimic_rl.errors import ConfigError
+from mimic_rl.files import path_problem
+from mimic_rl.utils import Range
 
 __all__ = [
     "CONFIG_DIR",
@@ -28,6 +31,7 @@ __all__ = [
     "TrainConfig",
     "from_dict",
     "load_config",
+    "read_config_file",
     "save_config",
     "to_dict",
 ]
@@ -35,22 +39,18 @@ __all__ = [
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 
-class ConfigError(ValueError):
-    """A config value or key is wrong; the message gives its dotted path."""
-
-
 @dataclass
 class RunnerConfig:
     """How long to train, how often to save and log, and where."""
 
-    num_steps_per_env: int = 24
-    max_iterations: int = 1500
-    time_budget_s: float | None = None
+    num_steps_per_env: Annotated[int, Range(1)] = 24
+    max_iterations: Annotated[int, Range(1)] = 1500
+    time_budget_s: Annotated[float | None, Range(0)] = None
     """Stop after this many seconds of training (checked after each iteration); None: no limit."""
-    save_interval: int = 100
-    seed: int = 0
+    save_interval: Annotated[int, Range(1)] = 100
+    seed: Annotated[int, Range(0)] = 0
     device: str = "cpu"
-    logger: str = "tensorboard"
+    logger: Literal["tensorboard", "wandb", "none"] = "tensorboard"
     """``tensorboard``, ``wandb`` (when installed) or ``none``; a JSON-lines log is always written."""
     wandb_project: str | None = None
 
@@ -115,8 +115,21 @@ def _is_dataclass_type(tp: Any) -> bool:
 
 
 def _convert(value: Any, tp: Any, path: str) -> Any:
-    """Coerce a YAML value to the annotated type ``tp`` (dataclasses recursively, tuples from lists)."""
+    """Coerce a YAML value to the annotated type ``tp`` (dataclasses recursively, tuples from lists), checking
+    ``Literal`` choices and ``Annotated[..., Range(...)]`` bounds."""
     origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        base, *extras = typing.get_args(tp)
+        value = _convert(value, base, path)
+        for extra in extras:
+            if isinstance(extra, Range) and value is not None:
+                extra.check(value, path)
+        return value
+    if origin is typing.Literal:
+        choices = typing.get_args(tp)
+        if value not in choices:
+            raise ConfigError(f"{path}: expected one of {list(choices)}, found {value!r}")
+        return value
     if _is_dataclass_type(tp):
         if isinstance(value, tp):
             return value
@@ -140,14 +153,15 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
         return [_convert(v, item, path) for v in value] if item is not Any else list(value)
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if tp in (int, float, str, bool) and not isinstance(value, tp):
-        raise ConfigError(f"{path}: expected {tp.__name__}, got {value!r}")
+    if tp in (int, float, str, bool) and (not isinstance(value, tp) or (tp is not bool and isinstance(value, bool))):
+        expected = {int: "a whole number", float: "a number", str: "a string", bool: "true or false"}[tp]
+        raise ConfigError(f"{path}: expected {expected}, found {value!r}")
     return value
 
 
 def from_dict(cls: type, data: dict[str, Any], path: str = "") -> Any:
     """Build dataclass ``cls`` from ``data``; unknown keys raise ``ConfigError`` naming the key and the allowed ones."""
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     names = {f.name for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - names)
     if unknown:
@@ -168,22 +182,49 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
-def load_config(source: str | Path | dict[str, Any], kind: type = TrainConfig) -> Any:
+def read_config_file(source: str | Path, what: str = "--task") -> dict[str, Any]:
+    """A config YAML as a dict: a path, or a built-in name (``configs/<name>.yaml``). ``what`` names the option or
+    file the name came from in error messages."""
+    path = Path(source)
+    if not path.suffix and not path.exists():
+        path = CONFIG_DIR / f"{source}.yaml"
+    names = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+    problem = path_problem(path, "file")
+    if problem is not None and problem != "an empty file":
+        raise ConfigError(
+            f"{source}: {what}: expected a built-in config ({', '.join(names)}) or a YAML file, found {problem}"
+        )
+    try:
+        data = yaml.safe_load(path.read_text())
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: {what}: expected a YAML text file, found binary data") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ConfigError(f"{path}: {what}: expected valid YAML, found a syntax error{where} ({problem})") from None
+    if data is None:
+        raise ConfigError(
+            f"{path}: {what}: expected a mapping of config sections (runner, env, algorithm, ...), found an empty "
+            "file; restore it (a run's config.yaml is rewritten at its next start) or pass --task"
+        )
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: {what}: expected a mapping of config sections at the top level, found a {type(data).__name__}"
+        )
+    return data
+
+
+def load_config(source: str | Path | dict[str, Any], kind: type = TrainConfig, what: str = "--task") -> Any:
     """A validated ``kind`` (``TrainConfig`` or ``DistillConfig``) from a YAML path, a built-in name
-    (``configs/<name>.yaml``) or a dict."""
+    (``configs/<name>.yaml``) or a dict; errors in a file name the file."""
     if isinstance(source, dict):
-        data = source
-    else:
-        path = Path(source)
-        if not path.suffix and not path.exists():
-            path = CONFIG_DIR / f"{source}.yaml"
-        if not path.is_file():
-            names = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-            raise FileNotFoundError(f"config {source!r} not found (a YAML path, or one of {names})")
-        data = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level")
-    return from_dict(kind, data).validate()
+        return from_dict(kind, source).validate()
+    data = read_config_file(source, what)
+    try:
+        return from_dict(kind, data).validate()
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def save_config(cfg: Any, path: str | Path) -> Path:

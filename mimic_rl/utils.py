@@ -5,11 +5,78 @@ from __future__ import annotations
 import importlib
 import inspect
 import itertools
+import math
 import sys
 import types
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+from mimic_rl.errors import ConfigError
+
+FPS_RANGE = (1.0, 1000.0)
+"""Frame rates outside this range are an error (mocap is captured at 30-480 fps; policies run at 25-200 Hz)."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """The allowed values of a numeric config field, as an annotation (``num_envs: Annotated[int, Range(1)]``) that
+    ``mimic_rl.config`` checks when it loads a config; ``None`` bounds are open."""
+
+    low: float | None = None
+    high: float | None = None
+    low_exclusive: bool = False
+
+    def describe(self) -> str:
+        """``>= 1``, ``> 0``, ``between 1 and 1000``, ... (for messages)."""
+        if self.low is not None and self.high is not None:
+            return f"a number between {self.low:g} and {self.high:g}"
+        if self.low is not None:
+            return f"a number {'>' if self.low_exclusive else '>='} {self.low:g}"
+        return f"a number <= {self.high:g}"
+
+    def check(self, value: float, path: str) -> None:
+        """Raise ``ConfigError`` at ``path`` when ``value`` is not finite or out of range."""
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        if ok and self.low is not None:
+            ok = value > self.low if self.low_exclusive else value >= self.low
+        if ok and self.high is not None:
+            ok = value <= self.high
+        if not ok:
+            raise ConfigError(f"{path}: expected {self.describe()}, found {value!r}")
+
+
+def available_devices() -> list[str]:
+    """The torch devices this machine can run on: ``cpu`` and ``cuda:<i>`` for each visible GPU."""
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return ["cpu", *(f"cuda:{i}" for i in range(gpus))]
+
+
+def check_device(name: str, where: str) -> str:
+    """``name`` if torch can run on that device here; else ``DeviceError`` (at ``where``, e.g. ``--device``) listing
+    the available ones and suggesting the CPU."""
+    import torch
+
+    from mimic_rl.errors import DeviceError
+
+    available = available_devices()
+    fix = f"available here: {', '.join(available)}; pass --device cpu (runner.device in a config)"
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError, ValueError):
+        raise DeviceError(f"{where}: expected a device such as cpu, cuda or cuda:0, found {name!r}; {fix}") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            build = "a CPU-only build of torch" if torch.version.cuda is None else "no CUDA GPU is visible"
+            raise DeviceError(f"{where}: expected an available device, found {name!r}, but {build}; {fix}")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise DeviceError(f"{where}: expected an available device, found {name!r} (no such GPU); {fix}")
+    elif device.type != "cpu":
+        raise DeviceError(f"{where}: expected cpu or cuda, found {name!r} (not supported); {fix}")
+    return name
 
 
 def resolve_callable(spec: str | Callable[..., Any], what: str = "callable") -> Callable[..., Any]:
@@ -58,21 +125,41 @@ def check_kwargs(
     where: str,
     reserved: tuple[str, ...] = (),
 ) -> None:
-    """Raise ``ValueError`` naming any key of ``kwargs`` that none of ``fns`` names (or that the caller sets itself).
+    """Raise ``ConfigError`` naming any key of ``kwargs`` that none of ``fns`` names (or that the caller sets itself),
+    or whose value is not of the kind of its default (a number where the default is a float, ...).
 
     Pass a class's ``__init__`` together with the ``__init__`` its ``**kwargs`` are forwarded to.
     """
     fns = fns if isinstance(fns, tuple) else (fns,)
-    allowed: set[str] = set()
+    params: dict[str, inspect.Parameter] = {}
     for fn in fns:
-        params = inspect.signature(fn).parameters
-        allowed |= {n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
-    allowed -= {"self", *reserved}
-    for key in kwargs:
+        for n, p in inspect.signature(fn).parameters.items():
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                params.setdefault(n, p)
+    allowed = set(params) - {"self", *reserved}
+    for key, value in kwargs.items():
+        path = f"{where}[{key!r}]" if where.endswith("]") else f"{where}.{key}"
         if key in reserved:
-            raise ValueError(f"{where}: {key!r} is set by the builder and must not appear in the config")
+            raise ConfigError(f"{where}: {key!r} is set by the builder and must not appear in the config")
         if key not in allowed:
-            raise ValueError(f"{where}: unknown key {key!r}; allowed keys are {sorted(allowed)}")
+            raise ConfigError(f"{where}: unknown key {key!r}; allowed keys are {sorted(allowed)}")
+        expected = _kind_of(params[key])
+        if expected is not None and not _is_kind(value, expected):
+            raise ConfigError(f"{path}: expected {expected}, found {value!r}")
+
+
+def _kind_of(param: inspect.Parameter) -> str | None:
+    """What a parameter annotated plainly ``bool``, ``int``, ``float`` or ``str`` takes (None for anything else)."""
+    annotation = param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__", "")
+    return {"bool": "true or false", "int": "a number", "float": "a number", "str": "a string"}.get(annotation)
+
+
+def _is_kind(value: Any, kind: str) -> bool:
+    if kind == "true or false":
+        return isinstance(value, bool)
+    if kind == "a number":
+        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, str)
 
 
 _COPIES = itertools.count()

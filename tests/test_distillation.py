@@ -142,7 +142,7 @@ def test_constructor_keeps_rsl_rl_arguments_and_rejects_unknown_ones():
     cfg = {"algorithm": {"clip_param": 0.2}, "teacher": ToyExpert()}
     with pytest.raises(ValueError, match=r"cfg\['algorithm'\]: unknown key 'clip_param'"):
         Distillation.construct_algorithm(env.get_observations(), env, cfg, "cpu")
-    with pytest.raises(ValueError, match=r"teacher.*needs a 'checkpoint'"):
+    with pytest.raises(ValueError, match=r"teacher\.checkpoint: expected a trained policy"):
         Distillation.construct_algorithm(env.get_observations(), env, {"teacher": {}}, "cpu")
 
 

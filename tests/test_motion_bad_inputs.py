@@ -86,8 +86,34 @@ CASES = {
     "missing_key": (_named(body_quat_w=None), {}, r"keys: expected the BeyondMimic keys"),
     "nan_joint": (_nan_joint(), {}, r"joint_pos: expected finite values, found nan at index \(2, 1\)"),
     "inf_body": (_inf_body(), {}, r"body_pos_w: expected finite values, found inf at index \(1, 0, 2\)"),
-    "zero_fps": (_named(fps=np.array([0.0])), {}, r"fps: expected a positive frame rate, found 0"),
-    "negative_fps": (_named(fps=np.array([-30.0])), {}, r"fps: expected a positive frame rate, found -30"),
+    "zero_fps": (_named(fps=np.array([0.0])), {}, r"fps: expected a frame rate between 1 and 1000 fps, found 0"),
+    "negative_fps": (
+        _named(fps=np.array([-30.0])),
+        {},
+        r"fps: expected a frame rate between 1 and 1000 fps, found -30",
+    ),
+    "absurd_fps": (
+        _named(fps=np.array([1e9])),
+        {},
+        r"fps: expected a frame rate between 1 and 1000 fps, found 1e\+?0?9",
+    ),
+    "nan_fps": (_named(fps=np.array([np.nan])), {}, r"fps: expected a frame rate between 1 and 1000 fps, found nan"),
+    "text_fps": (
+        _named(fps=np.array(["sixty"])),
+        {},
+        r"fps: expected real numbers \(float or int\), found .*dtype <U5",
+    ),
+    "complex_joint_pos": (
+        _named(joint_pos=np.zeros((5, 3), np.complex64)),
+        {},
+        r"joint_pos: expected real numbers \(float or int\), found an array of dtype complex64",
+    ),
+    "text_joint_pos": (
+        _named(joint_pos=np.full((5, 3), "0.1")),
+        {},
+        r"joint_pos: expected real numbers \(float or int\), found an array of dtype <U3",
+    ),
+    "numeric_names": (_named(joint_names=np.arange(3)), {}, r"joint_names: expected text, found an array of dtype int"),
     "one_frame": (_named(T=1), {}, r"frames: expected at least 2 frames, found 1"),
     "far_from_unit_quat": (
         _far_quat(),
@@ -111,7 +137,7 @@ CASES = {
         {"robot": "g1"},
         r"joint_names: expected the 29 joints of .*g1.xml.*missing",
     ),
-    "nameless_without_robot": (_bm(), {}, r"joint_names: expected names.*pass robot=<MJCF path>"),
+    "nameless_without_robot": (_bm(), {}, r"joint_names: expected names.*pass the robot's MJCF \(--robot-mjcf"),
     "nameless_wrong_joint_count": (_bm(J=27), {"robot": "g1"}, r"joint_pos: expected 29 joints"),
     "isaac_fps_array": (
         _isaac(fps=np.array([30, 60])),
@@ -145,8 +171,12 @@ CASES = {
         r"row 1, column 3: expected a finite number",
     ),
     "csv_one_row": (_csv_rows(T=1), {"robot": "g1", "csv_fps": 30}, r"frames: expected at least 2 rows, found 1"),
-    "csv_without_fps": (_csv_rows(), {"robot": "g1"}, r"fps: a CSV carries no frame rate; pass csv_fps"),
-    "csv_without_robot": (_csv_rows(), {"csv_fps": 30}, r"body states: a CSV has none; pass robot=<MJCF path>"),
+    "csv_without_fps": (_csv_rows(), {"robot": "g1"}, r"fps: a CSV carries no frame rate; pass --csv-fps"),
+    "csv_without_robot": (
+        _csv_rows(),
+        {"csv_fps": 30},
+        r"body states: a CSV has none; pass the robot's MJCF \(--robot-mjcf",
+    ),
     "csv_bad_root_quat": (
         _csv_rows(quat=(0, 0, 0, 3)),
         {"robot": "g1", "csv_fps": 30},
@@ -190,5 +220,46 @@ def test_nearly_unit_quaternions_are_renormalized(tmp_path):
 
 
 def test_missing_file():
-    with pytest.raises(FileNotFoundError, match="not found"):
+    with pytest.raises(FileNotFoundError, match="no such file"):
         load_motion("/nonexistent/clip.npz")
+
+
+def _npz_with_raw_entry(path, name: str, npy: bytes, **arrays) -> None:
+    """An npz of ``arrays`` plus one entry ``name`` with the raw ``npy`` bytes given (a crafted header)."""
+    import zipfile
+
+    np.savez(path, **arrays)
+    with zipfile.ZipFile(path, "a") as z:
+        z.writestr(f"{name}.npy", npy)
+
+
+def test_a_header_that_declares_terabytes_is_refused_before_anything_is_allocated(tmp_path, monkeypatch):
+    import io
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (10**12, 3)})
+    arrays = _named()
+    del arrays["joint_pos"]
+    path = tmp_path / "huge.npz"
+    _npz_with_raw_entry(path, "joint_pos", header.getvalue() + b"\0" * 64, **arrays)
+    allocated = []
+    real_empty = np.ndarray
+
+    def guard(shape, *args, **kwargs):  # numpy allocates the declared size before reading a zip entry
+        if int(np.prod(shape)) > 10**8:
+            allocated.append(shape)
+        return real_empty(shape, *args, **kwargs)
+
+    monkeypatch.setattr(np, "ndarray", guard)
+    with pytest.raises(MotionFormatError, match=r"joint_pos: .*declares shape \(1000000000000, 3\) \(1.12e\+04 GiB\)"):
+        load_motion(path)
+    assert not allocated
+
+
+def test_object_arrays_are_refused_without_unpickling(tmp_path):
+    arrays = _named()
+    arrays["joint_pos"] = np.empty((5, 3), dtype=object)
+    path = tmp_path / "objects.npz"
+    np.savez(path, **arrays)  # numpy pickles object arrays
+    with pytest.raises(MotionFormatError, match=r"joint_pos: expected real numbers .* dtype object"):
+        load_motion(path)

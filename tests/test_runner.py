@@ -166,9 +166,25 @@ def test_an_unknown_config_key_is_rejected_by_name(data, key):
         load_config(data)
 
 
-def test_config_values_are_type_checked():
-    with pytest.raises(ConfigError, match=r"runner\.save_interval: expected int"):
-        load_config({"runner": {"save_interval": "often"}})
+@pytest.mark.parametrize(
+    "data, pattern",
+    [
+        ({"runner": {"save_interval": "often"}}, r"runner\.save_interval: expected a whole number, found 'often'"),
+        ({"env": {"num_envs": 0}}, r"env\.num_envs: expected a number >= 1, found 0"),
+        ({"env": {"num_envs": True}}, r"env\.num_envs: expected a whole number, found True"),
+        (
+            {"env": {"sampling_mode": "random"}},
+            r"env\.sampling_mode: expected one of \['start', 'uniform', 'adaptive'\]",
+        ),
+        ({"env": {"reward": {"body_pos_std": 0.0}}}, r"env\.reward\.body_pos_std: expected a number > 0, found 0\.0"),
+        ({"env": {"episode_length_s": float("nan")}}, r"env\.episode_length_s: expected a number > 0, found nan"),
+        ({"runner": {"logger": "mlflow"}}, r"runner\.logger: expected one of \['tensorboard', 'wandb', 'none'\]"),
+        ({"algorithm": {"learning_rate": "fast"}}, r"algorithm\.learning_rate: expected a number, found 'fast'"),
+    ],
+)
+def test_config_values_are_type_and_range_checked(data, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        load_config(data)
 
 
 def test_runner_trains_with_the_amp_config(tmp_path, data_dir):

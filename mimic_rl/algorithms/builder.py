@@ -12,7 +12,7 @@ from mimic_rl.storage import RolloutStorageMM
 from mimic_rl.storage.amp_pairs import AmpPairExtractor
 from mimic_rl.utils import check_kwargs
 
-__all__ = ["build_mmppo", "check_section_kwargs", "observation_layout", "strip_class_name"]
+__all__ = ["build_mmppo", "check_section_kwargs", "describe_groups", "observation_layout", "strip_class_name"]
 
 
 def _shape(obs: TensorDictBase, key: str) -> tuple[int, ...] | None:
@@ -34,6 +34,11 @@ def observation_layout(obs: TensorDictBase) -> dict[str, Any]:
         "amp": _shape(obs, "amp"),
         "rnd_state": _shape(obs, "rnd_state"),
     }
+
+
+def describe_groups(obs: TensorDictBase) -> str:
+    """``policy 93, reference 5x65, ...``: each observation group and its per-env shape (for messages)."""
+    return ", ".join(f"{k} {'x'.join(str(d) for d in obs[k].shape[1:]) or '1'}" for k in obs.keys())
 
 
 def strip_class_name(cfg: dict[str, Any] | None, where: str, expected: str) -> dict[str, Any]:

@@ -8,7 +8,8 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from mimic_rl.algorithms.builder import observation_layout, strip_class_name
+from mimic_rl.algorithms.builder import describe_groups, observation_layout, strip_class_name
+from mimic_rl.errors import CheckpointError, ConfigError
 from mimic_rl.models.actor_critic import Actor, ReferenceModel
 from mimic_rl.models.teacher import load_teacher, teacher_from_config
 from mimic_rl.storage import RolloutStorageMM
@@ -50,9 +51,11 @@ def _teacher(spec: Any, device: str | torch.device) -> tuple[nn.Module, bool]:
         return teacher_from_config(spec).to(device), False
     unknown = set(spec) - set(TEACHER_KEYS)
     if unknown:
-        raise ValueError(f"cfg['teacher']: unknown key(s) {sorted(unknown)}; allowed keys are {list(TEACHER_KEYS)}")
+        raise ConfigError(f"cfg['teacher']: unknown key(s) {sorted(unknown)}; allowed keys are {list(TEACHER_KEYS)}")
     if not spec.get("checkpoint"):
-        raise ValueError("cfg['teacher'] needs a 'checkpoint' (a trained policy: this package's or rsl_rl's)")
+        raise ConfigError(
+            "teacher.checkpoint: expected a trained policy (this package's or rsl_rl's), found none; pass --teacher"
+        )
     groups = spec.get("obs_groups") or ["policy", "reference"]
     return load_teacher(spec["checkpoint"], groups, spec.get("activation", "elu"), device), True
 
@@ -74,18 +77,27 @@ def build_distillation(obs: TensorDictBase, env: Any, cfg: dict[str, Any], devic
     use_reference = bool(student_cfg.pop("use_reference", True)) and layout["reference"] is not None
     group = alg_cfg.get("student_obs_group", "policy")
     if group not in obs.keys():
-        raise KeyError(f"cfg['algorithm']['student_obs_group'] = {group!r} is not an observation group of the env")
+        raise ConfigError(
+            f"algorithm.student_obs_group: expected an observation group of the env ({list(obs.keys())}), "
+            f"found {group!r}"
+        )
     num_actions = int(env.num_actions)
     obs_shape = tuple(obs[group].shape[1:])
     ref_shape = layout["reference"] if use_reference else None
     student = Actor(obs_shape[-1], num_actions, ref_shape, **student_cfg)
     teacher, loaded = _teacher(cfg.get("teacher"), device)
-    with torch.no_grad():
-        labels = teacher.to(device)(obs.to(device))
+    try:
+        with torch.no_grad():
+            labels = teacher.to(device)(obs.to(device))
+    except (RuntimeError, ValueError, KeyError) as exc:  # observations of another size or another group layout
+        raise CheckpointError(
+            f"--teacher: expected a policy for this env's observations ({describe_groups(obs)}), found one that "
+            f"cannot read them ({str(exc).splitlines()[0]}); pass a teacher trained on this robot and task"
+        ) from None
     if tuple(labels.shape) != (obs.batch_size[0], num_actions):
-        raise ValueError(
-            f"the teacher outputs actions of shape {tuple(labels.shape)}, the env expects "
-            f"{(obs.batch_size[0], num_actions)}: is it a policy for this robot?"
+        raise CheckpointError(
+            f"--teacher: expected a policy with {num_actions} actions (this env's robot), found one with "
+            f"{tuple(labels.shape)[-1]}; pass a teacher trained on this robot"
         )
     if hasattr(teacher, "reset"):
         teacher.reset()

@@ -16,8 +16,10 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
+from mimic_rl.errors import CheckpointError
 from mimic_rl.models.actor_critic import Actor
 from mimic_rl.models.mlp import activation as make_activation
+from mimic_rl.serialization import load_checkpoint
 
 __all__ = ["ActorTeacher", "RslRlTeacher", "load_teacher", "load_teacher_state", "teacher_from_config"]
 
@@ -181,15 +183,16 @@ def load_teacher(
         module = source if not isinstance(source, Actor) else ActorTeacher(source)
         return module.to(device).eval().requires_grad_(False)
     if isinstance(source, str | Path):
-        if not Path(source).is_file():
-            raise FileNotFoundError(f"teacher checkpoint {source} does not exist")
-        ckpt = torch.load(source, map_location="cpu", weights_only=False)
+        ckpt = load_checkpoint(source, what="--teacher")
     else:
         ckpt = source
     if "teacher_cfg" in ckpt and "teacher_state_dict" in ckpt:
         teacher = teacher_from_config(ckpt["teacher_cfg"])
     elif "actor_state_dict" not in ckpt:
-        raise KeyError(f"teacher checkpoint has no 'actor_state_dict' (keys: {sorted(ckpt)[:10]})")
+        raise CheckpointError(
+            f"{source if isinstance(source, str | Path) else 'teacher'}: --teacher: expected a trained policy (a "
+            f"checkpoint with actor_state_dict, from mimic-rl train or rsl_rl), found keys {sorted(ckpt)[:10]}"
+        )
     elif "actor_cfg" in ckpt:
         teacher = ActorTeacher(Actor(**ckpt["actor_cfg"]))
     else:
@@ -205,8 +208,9 @@ def load_teacher_state(teacher: nn.Module, ckpt: Mapping[str, Any]) -> None:
     if "teacher_state_dict" in ckpt:
         _load_checked(teacher, ckpt["teacher_state_dict"])
     elif "actor_state_dict" not in ckpt:
-        raise KeyError(
-            f"checkpoint has neither 'teacher_state_dict' nor 'actor_state_dict' (keys: {sorted(ckpt)[:10]})"
+        raise CheckpointError(
+            "--teacher: expected a checkpoint with teacher_state_dict or actor_state_dict, found keys "
+            f"{sorted(ckpt)[:10]}"
         )
     elif isinstance(teacher, ActorTeacher):
         _load_checked(teacher.actor, ckpt["actor_state_dict"])
@@ -222,10 +226,14 @@ def _load_checked(module: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
     if missing or unexpected:
-        raise KeyError(f"teacher state dict mismatch: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        raise CheckpointError(
+            f"--teacher: expected the teacher's layers, found missing {missing[:5]}, unexpected {unexpected[:5]}; pass "
+            "a checkpoint of this architecture (for rsl_rl checkpoints set teacher.obs_groups and teacher.activation)"
+        )
     for key, value in state.items():
         if tuple(own[key].shape) != tuple(value.shape):
-            raise ValueError(
-                f"teacher layer {key!r}: checkpoint has shape {tuple(value.shape)}, model {tuple(own[key].shape)}"
+            raise CheckpointError(
+                f"teacher layer {key!r}: checkpoint has shape {tuple(value.shape)}, model {tuple(own[key].shape)}; the "
+                "teacher was trained for other observations (or, for rsl_rl checkpoints, teacher.obs_groups differ)"
             )
     module.load_state_dict(state)

@@ -7,15 +7,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LOOP_MODES", "MotionClip", "MotionFormatError"]
+from mimic_rl.errors import MotionFormatError
+from mimic_rl.utils import FPS_RANGE
+
+__all__ = ["FPS_RANGE", "LOOP_MODES", "MotionClip", "MotionFormatError", "check_fps"]
 
 LOOP_MODES = ("clamp", "wrap")
 QUAT_NORM_TOLERANCE = 1e-2
 """Quaternions within this distance of unit norm are renormalized; farther ones are an error."""
-
-
-class MotionFormatError(ValueError):
-    """A motion file or clip is malformed; the message names the file, the field, what was expected and found."""
 
 
 ARRAY_FIELDS = ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
@@ -85,8 +84,7 @@ class MotionClip:
         def fail(fld: str, expected: str, found: Any) -> MotionFormatError:
             return MotionFormatError(f"{where}: {fld}: expected {expected}, found {found}")
 
-        if not np.isfinite(self.fps) or self.fps <= 0:
-            raise fail("fps", "a positive frame rate", self.fps)
+        check_fps(self.fps, f"{where}: fps")
         if self.loop_mode not in LOOP_MODES:
             raise fail("metadata.loop_mode", f"one of {LOOP_MODES}", repr(self.loop_mode))
         if self.joint_pos.ndim != 2:
@@ -130,6 +128,15 @@ class MotionClip:
         values["metadata"] = dict(self.metadata)
         values.update(changes)
         return MotionClip(**values)
+
+
+def check_fps(fps: float, where: str) -> float:
+    """``fps`` if it is a finite frame rate within ``FPS_RANGE``; else ``MotionFormatError`` at ``where``."""
+    low, high = FPS_RANGE
+    if not (isinstance(fps, int | float | np.number) and np.isfinite(fps) and low <= fps <= high):
+        found = f"{fps:g}" if isinstance(fps, int | float | np.number) else repr(fps)
+        raise MotionFormatError(f"{where}: expected a frame rate between {low:g} and {high:g} fps, found {found}")
+    return float(fps)
 
 
 def normalize_quaternions(q: np.ndarray, fld: str, where: str) -> np.ndarray:

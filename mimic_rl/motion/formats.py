@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from mimic_rl.motion.clip import MotionClip, MotionFormatError, normalize_quaternions
+from mimic_rl.errors import ConfigError
+from mimic_rl.files import PathProblem, path_problem
+from mimic_rl.motion.clip import MotionClip, MotionFormatError, check_fps, normalize_quaternions
 from mimic_rl.motion.kinematics import RobotKinematics
 from mimic_rl.rotations import quat_slerp
 
@@ -46,6 +48,8 @@ ISAACLAB_KEYS = (
     "body_angular_velocities",
 )
 ZIP_MAGIC = b"PK\x03\x04"
+MAX_ARRAY_BYTES = 4 * 2**30
+"""No motion array is larger (an hour of a 50-body clip at 60 fps is ~0.5 GiB)."""
 
 RobotLike = str | Path | RobotKinematics | None
 
@@ -59,12 +63,13 @@ def _robot(robot: RobotLike) -> RobotKinematics | None:
 def detect_format(path: str | Path) -> str:
     """``"mimic_rl"``, ``"beyondmimic"``, ``"isaaclab_amp"`` or ``"csv"``, from the file's content."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"motion file {path} not found")
+    problem = path_problem(path, "file")
+    if problem == "an empty file":
+        raise MotionFormatError(f"{path}: file: expected a motion (npz or csv), found an empty file")
+    if problem is not None:
+        raise PathProblem(f"{path}: motion: expected a motion file (.npz or .csv), found {problem}")
     sample = path.read_bytes()[:4096]
     head = sample[:4]
-    if not head:
-        raise MotionFormatError(f"{path}: file: expected a motion (npz or csv), found an empty file")
     if head == ZIP_MAGIC:
         keys = set(_open_npz(path).files)
         if set(ISAACLAB_KEYS) <= keys:
@@ -92,7 +97,36 @@ def _open_npz(path: Path) -> Any:
         raise MotionFormatError(f"{path}: archive: expected a complete npz file, found a damaged one ({exc})") from exc
 
 
-def _array(npz: Any, key: str, path: Path) -> np.ndarray:
+def _check_header(npz: Any, key: str, path: Path, kind: str) -> None:
+    """Read ``key``'s npy header (not its data) and refuse non-real (or non-text) dtypes and sizes the archive
+    cannot hold, before anything is allocated."""
+    member = f"{key}.npy"
+    try:
+        info = npz.zip.getinfo(member)
+        with npz.zip.open(member) as f:
+            version = np.lib.format.read_magic(f)
+            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _, dtype = reader(f)
+    except (KeyError, zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+        raise MotionFormatError(f"{path}: {key}: expected a readable array, found a damaged entry ({exc})") from exc
+    allowed = "fiu" if kind == "real" else "US"
+    if dtype.hasobject or dtype.kind not in allowed:
+        expected = "real numbers (float or int)" if kind == "real" else "text"
+        raise MotionFormatError(f"{path}: {key}: expected {expected}, found an array of dtype {dtype}")
+    nbytes = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+    # deflate expands at most ~1032x; an entry's declared size beyond that, or a header beyond it, is a lie
+    holds = info.file_size if info.compress_type != zipfile.ZIP_STORED else min(info.file_size, info.compress_size)
+    holds = min(holds, 1100 * max(info.compress_size, 1))
+    if nbytes > min(holds, MAX_ARRAY_BYTES):
+        raise MotionFormatError(
+            f"{path}: {key}: expected an array the archive holds, found a header that declares shape {shape} "
+            f"({nbytes / 2**30:.3g} GiB) in an entry of {info.compress_size} bytes; the file is damaged or crafted"
+        )
+
+
+def _array(npz: Any, key: str, path: Path, kind: str = "real") -> np.ndarray:
+    """Entry ``key`` of an npz; ``kind`` is ``"real"`` (numbers) or ``"text"`` (names)."""
+    _check_header(npz, key, path, kind)
     try:
         return np.asarray(npz[key])
     except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
@@ -100,10 +134,10 @@ def _array(npz: Any, key: str, path: Path) -> np.ndarray:
 
 
 def _fps(value: np.ndarray, path: Path) -> float:
-    flat = np.asarray(value, dtype=np.float64).reshape(-1)
+    flat = np.asarray(value).reshape(-1)
     if flat.size != 1:
         raise MotionFormatError(f"{path}: fps: expected one number, found an array of shape {np.shape(value)}")
-    return float(flat[0])
+    return check_fps(float(flat[0]), f"{path}: fps")
 
 
 def load_motion(
@@ -137,7 +171,7 @@ def load_motion(
 
 
 def _read_isaaclab(npz: Any, path: Path) -> MotionClip:
-    a = {k: _array(npz, k, path) for k in ISAACLAB_KEYS}
+    a = {k: _array(npz, k, path, "text" if k.endswith("names") else "real") for k in ISAACLAB_KEYS}
     return MotionClip(
         fps=_fps(a["fps"], path),
         joint_names=list(a["dof_names"]),
@@ -155,12 +189,12 @@ def _read_isaaclab(npz: Any, path: Path) -> MotionClip:
 def _read_beyondmimic(npz: Any, path: Path, kin: RobotKinematics | None, named: bool) -> MotionClip:
     a = {k: _array(npz, k, path) for k in BEYONDMIMIC_KEYS}
     if named:
-        joint_names = [str(n) for n in _array(npz, "joint_names", path)]
-        body_names = [str(n) for n in _array(npz, "body_names", path)]
+        joint_names = [str(n) for n in _array(npz, "joint_names", path, "text")]
+        body_names = [str(n) for n in _array(npz, "body_names", path, "text")]
     elif kin is None:
         raise MotionFormatError(
-            f"{path}: joint_names: expected names for a BeyondMimic/mjlab npz, found none; pass robot=<MJCF path> so "
-            "they can be taken from the robot model"
+            f"{path}: joint_names: expected names for a BeyondMimic/mjlab npz, found none; pass the robot's MJCF "
+            "(--robot-mjcf, or robot= in Python) so that they can be taken from the robot model"
         )
     else:
         joint_names, body_names = list(kin.joint_names), list(kin.body_names)
@@ -168,7 +202,7 @@ def _read_beyondmimic(npz: Any, path: Path, kin: RobotKinematics | None, named: 
         _check_count(path, "body_pos_w", a["body_pos_w"], 1, len(body_names), "bodies", kin)
     metadata = {"format": "mimic_rl" if named else "beyondmimic"}
     if "loop_mode" in npz.files:
-        metadata["loop_mode"] = str(_array(npz, "loop_mode", path))
+        metadata["loop_mode"] = str(_array(npz, "loop_mode", path, "text"))
     return MotionClip(
         fps=_fps(a["fps"], path),
         joint_names=joint_names,
@@ -190,11 +224,16 @@ def _check_count(path: Path, fld: str, arr: np.ndarray, axis: int, n: int, what:
 
 def _read_csv(path: Path, kin: RobotKinematics | None, csv_fps: float | None) -> MotionClip:
     if kin is None:
-        raise MotionFormatError(f"{path}: body states: a CSV has none; pass robot=<MJCF path> to compute them by FK")
+        raise MotionFormatError(
+            f"{path}: body states: a CSV has none; pass the robot's MJCF (--robot-mjcf, or robot= in Python) to "
+            "compute them by forward kinematics"
+        )
     if csv_fps is None:
         raise MotionFormatError(
-            f"{path}: fps: a CSV carries no frame rate; pass csv_fps (30 for LAFAN1 retargets, 60 for G1 Moves)"
+            f"{path}: fps: a CSV carries no frame rate; pass --csv-fps (env.csv_fps in a config, csv_fps= in Python): "
+            "30 for LAFAN1 retargets, 60 for G1 Moves"
         )
+    csv_fps = check_fps(csv_fps, f"{path}: --csv-fps")
     text = path.read_text()
     rows = [line for line in text.splitlines() if line.strip()]
     columns = 7 + kin.num_joints
@@ -232,8 +271,7 @@ def clip_from_root_and_joints(
     metadata: dict[str, Any] | None = None,
 ) -> MotionClip:
     """A full clip (body states by FK, velocities by finite differences through the kinematic chain)."""
-    if not fps > 0:
-        raise MotionFormatError(f"fps: expected a positive frame rate, found {fps}")
+    check_fps(fps, "fps")
     root_quat = root_quat / np.linalg.norm(root_quat, axis=-1, keepdims=True)
     body_pos, body_quat = kin.forward(root_pos, root_quat, joint_pos)
     joint_vel, lin_vel, ang_vel = kin.velocities(root_pos, root_quat, joint_pos, fps)
@@ -269,8 +307,7 @@ def match_robot(clip: MotionClip, kin: RobotKinematics, where: str) -> MotionCli
 
 def resample(clip: MotionClip, fps: float) -> MotionClip:
     """The clip at a new frame rate: frames at k / fps for every k with k / fps <= duration (lerp, slerp)."""
-    if not fps > 0:
-        raise MotionFormatError(f"resample: fps: expected a positive frame rate, found {fps}")
+    check_fps(fps, "resample: --fps")
     n = int(np.floor(clip.duration * fps + 1e-6)) + 1
     if n < 2:
         raise MotionFormatError(f"resample: frames: {clip.duration:.3f} s at {fps} fps gives fewer than 2 frames")
@@ -334,14 +371,27 @@ def expand_motion_paths(paths: list[str]) -> list[Path]:
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            found = sorted(q for q in path.iterdir() if q.suffix.lower() in (".npz", ".csv"))
+            entries = sorted(path.iterdir())
+            found = [q for q in entries if q.suffix.lower() in (".npz", ".csv") and not q.name.startswith(".")]
             if not found:
-                raise FileNotFoundError(f"motion folder {path} has no .npz or .csv files")
+                what = "an empty folder" if not entries else f"a folder of {len(entries)} entries, none .npz or .csv"
+                raise PathProblem(
+                    f"{path}: --motion: expected motion files (.npz or .csv) in the folder, found {what}; pass motion "
+                    "files or a folder that holds them (subfolders are not searched)"
+                )
             out += found
         elif any(c in p for c in "*?["):
-            out += [Path(q) for q in sorted(glob.glob(p))]
+            matched = [Path(q) for q in sorted(glob.glob(p))]
+            if not matched:
+                raise PathProblem(f"{p}: --motion: expected the pattern to match motion files, found none")
+            out += matched
         else:
+            problem = path_problem(path, "file")
+            if problem is not None and problem != "an empty file":  # an empty file is the reader's to report
+                raise PathProblem(
+                    f"{path}: --motion: expected a motion file (.npz or .csv) or a folder, found {problem}"
+                )
             out.append(path)
     if not out:
-        raise ValueError("no motions given: set TrackingEnvConfig.motions to motion files or folders")
+        raise ConfigError("env.motions: expected motion files or folders, found none; pass --motion FILE_OR_DIR ...")
     return out

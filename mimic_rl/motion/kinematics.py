@@ -14,15 +14,29 @@ import mujoco
 import numpy as np
 import torch
 
+from mimic_rl.errors import UsageError
+from mimic_rl.files import check_file
 from mimic_rl.rotations import so3_central_derivative
 
-__all__ = ["RobotKinematics", "mj_kinematics"]
+__all__ = ["RobotKinematics", "load_mjcf", "mj_kinematics"]
 
 
 def mj_kinematics(model: mujoco.MjModel, data: mujoco.MjData, qpos: np.ndarray) -> None:
     """Set ``qpos`` and run MuJoCo's forward kinematics (body poses in ``data.xpos`` / ``data.xquat``)."""
     data.qpos[:] = qpos
     mujoco.mj_kinematics(model, data)
+
+
+def load_mjcf(path: str | Path) -> mujoco.MjModel:
+    """Compile the MJCF at ``path``; a missing or invalid file is a ``UsageError`` naming ``--robot-mjcf``."""
+    check_file(path, "--robot-mjcf", "pass the robot's MJCF (XML) file")
+    try:
+        return mujoco.MjModel.from_xml_path(str(path))
+    except ValueError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(
+            f"{path}: --robot-mjcf: expected a MuJoCo MJCF (XML) model, found one MuJoCo cannot load ({first})"
+        ) from None
 
 
 class RobotKinematics:
@@ -33,19 +47,21 @@ class RobotKinematics:
             self.model = mjcf
             self.source = "<MjModel>"
         else:
-            path = Path(mjcf)
-            if not path.is_file():
-                raise FileNotFoundError(f"robot model {path} not found")
-            self.model = mujoco.MjModel.from_xml_path(str(path))
-            self.source = str(path)
+            self.model = load_mjcf(mjcf)
+            self.source = str(mjcf)
         m = self.model
         if m.njnt == 0 or int(m.jnt_type[0]) != int(mujoco.mjtJoint.mjJNT_FREE):
-            raise ValueError(f"{self.source}: the first joint must be a free joint (a floating-base robot)")
+            raise UsageError(
+                f"{self.source}: --robot-mjcf: expected a floating-base robot (a free joint first), found "
+                f"{'no joints' if m.njnt == 0 else 'a fixed base'}; pass the MJCF of a humanoid with a free root joint"
+            )
         joints = list(range(1, m.njnt))
         one_dof = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
         bad = [m.joint(j).name for j in joints if int(m.jnt_type[j]) not in one_dof]
         if bad:
-            raise ValueError(f"{self.source}: only hinge and slide joints are supported after the root, found {bad}")
+            raise UsageError(
+                f"{self.source}: --robot-mjcf: expected hinge and slide joints after the root, found {bad[:5]}"
+            )
         self.joint_names = [m.joint(j).name for j in joints]
         self.body_names = [m.body(b).name for b in range(1, m.nbody)]
         self.joint_qpos = np.array([m.jnt_qposadr[j] for j in joints], dtype=np.int64)

@@ -44,5 +44,8 @@ class DistillationRunner(OnPolicyRunner):
             raise ValueError("the teacher's parameters are not loaded; load a teacher checkpoint to distil from")
         return super().learn(num_iterations)
 
+    def _checked_models(self) -> dict[str, Any]:
+        return {"student": self.alg.student}
+
     def _load_cfg(self, load_optimizer: bool, resume: bool) -> dict[str, bool]:
         return {"student": True, "teacher": True, "optimizer": load_optimizer, "iteration": resume}

@@ -13,9 +13,10 @@ from typing import Any
 
 import torch
 
-from mimic_rl.config import TrainConfig
+from mimic_rl.config import TrainConfig, to_dict
 from mimic_rl.envs.mujoco import DomainRandomization, MujocoTrackingEnv
 from mimic_rl.models.actor_critic import Actor
+from mimic_rl.runners.compat import check_policy_fits_env
 
 __all__ = ["evaluate_policy"]
 
@@ -30,8 +31,19 @@ def _policy(actor: Actor):
 
 
 @torch.inference_mode()
-def evaluate_policy(actor: Actor, cfg: TrainConfig, num_envs: int = 8, robot: Any = None) -> dict[str, Any]:
-    """Evaluate ``actor`` on every clip of ``cfg.env.motions``; returns a JSON-ready dict."""
+def evaluate_policy(
+    actor: Actor,
+    cfg: TrainConfig,
+    num_envs: int = 8,
+    robot: Any = None,
+    source: str = "policy",
+    trained_config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Evaluate ``actor`` on every clip of ``cfg.env.motions``; returns a JSON-ready dict.
+
+    ``source`` (the checkpoint path) and ``trained_config`` (its config) describe the policy when it does not fit the
+    env's observations (``CheckpointError``).
+    """
     actor = actor.eval()
     env_cfg = copy.deepcopy(cfg.env)
     env_cfg.num_envs = num_envs
@@ -40,6 +52,7 @@ def evaluate_policy(actor: Actor, cfg: TrainConfig, num_envs: int = 8, robot: An
     env_cfg.randomization = DomainRandomization(enabled=False)
     env_cfg.device = cfg.runner.device
     probe = MujocoTrackingEnv(copy.deepcopy(env_cfg), robot=robot)
+    check_policy_fits_env(actor, probe, source, trained_config or to_dict(cfg))
     clips, body_names = probe.library.clips, probe.tracked
     probe.close()
     act = _policy(actor)

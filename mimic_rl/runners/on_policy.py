@@ -21,8 +21,16 @@ import torch
 from mimic_rl.algorithms.distributed import init_distributed, multi_gpu_config_from_env
 from mimic_rl.algorithms.ppo import MMPPO
 from mimic_rl.config import TrainConfig, save_config, to_dict
-from mimic_rl.runners.checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
+from mimic_rl.runners.checkpoint import (
+    capture_rng_state,
+    load_checkpoint,
+    remove_orphan_checkpoints,
+    restore_rng_state,
+    save_checkpoint,
+)
+from mimic_rl.runners.compat import check_checkpoint_fits
 from mimic_rl.runners.logging import RunLogger
+from mimic_rl.utils import check_device
 
 __all__ = ["OnPolicyRunner", "make_env", "seed_everything"]
 
@@ -51,7 +59,7 @@ class OnPolicyRunner:
         self.cfg = cfg
         self.multi_gpu = multi_gpu_config_from_env()
         self.rank = self.multi_gpu.global_rank if self.multi_gpu else 0
-        device = torch.device(cfg.runner.device)
+        device = torch.device(check_device(cfg.runner.device, "runner.device"))
         if self.multi_gpu is not None and device.type == "cuda" and device.index is None:
             device = torch.device("cuda", self.multi_gpu.local_rank)  # one GPU per local rank
             cfg.runner.device = str(device)
@@ -63,11 +71,10 @@ class OnPolicyRunner:
         self.alg = self._build_algorithm(self.env.get_observations())
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.is_main = self.rank == 0 and self.log_dir is not None
-        if self.is_main:
-            save_config(cfg, self.log_dir / "config.yaml")
-        self.logger = RunLogger(
-            self.log_dir or ".", cfg.runner.logger, cfg.runner.wandb_project, to_dict(cfg), enabled=self.is_main
-        )
+        self.logger: RunLogger | None = None
+        """Opened by ``learn()``: a run that fails to start (a bad config, checkpoint or env) writes nothing."""
+        self._warned = {"nonfinite_batches": 0.0, "nonfinite_obs_rows": 0.0}
+        self._saved_iteration = -1
         self.iteration = 0
         self.total_steps = 0
         self.total_time = 0.0
@@ -89,44 +96,75 @@ class OnPolicyRunner:
         return MMPPO.construct_algorithm(obs, self.env, alg_cfg, self.device)
 
     # ------------------------------------------------------------------ training
+    def _open_logs(self) -> RunLogger:
+        """The run folder's files, at the start of the first ``learn()``: the resolved config, the logs; temporary
+        checkpoint files left by a killed run are removed."""
+        if self.logger is None:
+            if self.is_main:
+                remove_orphan_checkpoints(self.log_dir)
+                save_config(self.cfg, self.log_dir / "config.yaml")
+            runner_cfg = self.cfg.runner
+            self.logger = RunLogger(
+                self.log_dir or ".", runner_cfg.logger, runner_cfg.wandb_project, to_dict(self.cfg), self.is_main
+            )
+        return self.logger
+
     def learn(self, num_iterations: int | None = None) -> dict[str, float]:
         """Run ``num_iterations`` (default: the config's ``max_iterations``) or until the time budget is spent."""
+        self._open_logs()
         total = num_iterations if num_iterations is not None else self.cfg.runner.max_iterations
         budget = self.cfg.runner.time_budget_s
         start_iteration, start_time = self.iteration, time.time()
         obs = self.env.get_observations().to(self.device)
         self.alg.train_mode()
         last: dict[str, float] = {}
-        for _ in range(total):
-            t0 = time.time()
-            logs: dict[str, torch.Tensor] = {}
-            ended_terminated = []
-            with torch.inference_mode():
-                for _ in range(self.cfg.runner.num_steps_per_env):
-                    actions = self.alg.act(obs)
-                    obs, rewards, dones, extras = self.env.step(actions)
-                    self.alg.process_env_step(obs, rewards, dones, extras)
-                    for key, value in extras.get("log", {}).items():
-                        logs[key] = logs.get(key, 0.0) + value
-                    self._track_episodes(rewards, dones, extras, ended_terminated)
-                self.alg.compute_returns(obs)
-            collect_time = time.time() - t0
-            losses = self.alg.update()
-            learn_time = time.time() - t0 - collect_time
-            self.iteration += 1
-            steps = self.env.num_envs * self.cfg.runner.num_steps_per_env
-            self.total_steps += steps * (self.multi_gpu.world_size if self.multi_gpu else 1)
-            self.total_time += time.time() - t0
-            last = self._log(
-                logs, losses, ended_terminated, steps, collect_time, learn_time, start_iteration, total, start_time
-            )
-            if self.is_main and self.iteration % self.cfg.runner.save_interval == 0:
-                self.save(self.log_dir / f"model_{self.iteration}.pt")
-            if budget is not None and time.time() - start_time >= budget:
-                break
-        if self.is_main:
-            self.save(self.log_dir / f"model_{self.iteration}.pt")
+        try:
+            for _ in range(total):
+                obs, last = self._iteration(obs, start_iteration, total, start_time)
+                if self.iteration % self.cfg.runner.save_interval == 0:
+                    self._save_iteration()
+                if budget is not None and time.time() - start_time >= budget:
+                    break
+        except KeyboardInterrupt:  # Ctrl-C: keep what was learned (models of the last finished iteration)
+            path = self._save_iteration()
+            if path is not None:
+                print(f"interrupted: saved {path} (resume with --resume)", flush=True)
+            raise
+        self._save_iteration()
         return last
+
+    def _iteration(self, obs: Any, start_iteration: int, total: int, start_time: float) -> tuple[Any, dict]:
+        """Collect one rollout, update, count and log; returns (the next observations, the logged scalars)."""
+        t0 = time.time()
+        logs: dict[str, torch.Tensor] = {}
+        ended_terminated: list[bool] = []
+        with torch.inference_mode():
+            for _ in range(self.cfg.runner.num_steps_per_env):
+                actions = self.alg.act(obs)
+                obs, rewards, dones, extras = self.env.step(actions)
+                self.alg.process_env_step(obs, rewards, dones, extras)
+                for key, value in extras.get("log", {}).items():
+                    logs[key] = logs.get(key, 0.0) + value
+                self._track_episodes(rewards, dones, extras, ended_terminated)
+            self.alg.compute_returns(obs)
+        collect_time = time.time() - t0
+        losses = self.alg.update()
+        learn_time = time.time() - t0 - collect_time
+        self.iteration += 1
+        steps = self.env.num_envs * self.cfg.runner.num_steps_per_env
+        self.total_steps += steps * (self.multi_gpu.world_size if self.multi_gpu else 1)
+        self.total_time += time.time() - t0
+        scalars = self._log(
+            logs, losses, ended_terminated, steps, collect_time, learn_time, start_iteration, total, start_time
+        )
+        return obs, scalars
+
+    def _save_iteration(self) -> Path | None:
+        """``model_<iteration>.pt`` on the main rank, unless this iteration is saved already."""
+        if not self.is_main or self._saved_iteration == self.iteration:
+            return None
+        self._saved_iteration = self.iteration
+        return self.save(self.log_dir / f"model_{self.iteration}.pt")
 
     def _track_episodes(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict, terminated: list) -> None:
         self._episode_reward += rewards
@@ -163,7 +201,20 @@ class OnPolicyRunner:
             remaining = min(remaining, (self.cfg.runner.time_budget_s - (time.time() - start_time)) / per_iteration)
         self.logger.log(self.iteration, scalars)
         self.logger.print_line(self.iteration, start_iteration + total, scalars, remaining * per_iteration)
+        self._warn_nonfinite(losses)
         return scalars
+
+    def _warn_nonfinite(self, losses: dict[str, float]) -> None:
+        """Say when an update skipped mini-batches or left observation rows out of the normalizers (NaN or inf)."""
+        new = {k: losses.get(k, 0.0) - seen for k, seen in self._warned.items()}
+        if self.is_main and (new["nonfinite_batches"] > 0 or new["nonfinite_obs_rows"] > 0):
+            print(
+                f"warning: iteration {self.iteration}: {new['nonfinite_batches']:.0f} mini-batches skipped (non-finite "
+                f"loss or gradient), {new['nonfinite_obs_rows']:.0f} observation rows with NaN/inf left out of the "
+                "normalizers; check the env's observations and rewards",
+                flush=True,
+            )
+        self._warned = {k: losses.get(k, seen) for k, seen in self._warned.items()}
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -186,14 +237,29 @@ class OnPolicyRunner:
         """Write a checkpoint atomically (a crash mid-save leaves the previous file intact)."""
         return save_checkpoint(self.state_dict(), path)
 
-    def load(self, path: str | Path, load_optimizer: bool = True, resume: bool = True) -> dict[str, Any]:
-        """Load a checkpoint; with ``resume``, also the env, random states and counters (an exact continuation)."""
-        state = load_checkpoint(path, self.device)
+    def load(
+        self, path: str | Path, load_optimizer: bool = True, resume: bool = True, what: str = "--resume"
+    ) -> dict[str, Any]:
+        """Load a checkpoint; with ``resume``, also the env, random states and counters (an exact continuation).
+
+        A checkpoint of another task (robot, observation layout, architecture) is a ``CheckpointError`` that says what
+        differs (``what`` names the option the path came from). A checkpoint of the same task with another number of
+        envs resumes the models, optimizer and counters with fresh episodes (not an exact continuation).
+        """
+        state = load_checkpoint(path, self.device, what)
+        check_checkpoint_fits(state, path, self._checked_models(), to_dict(self.cfg), what)
         self.alg.load(state, self._load_cfg(load_optimizer, resume), strict=True)
         if resume:
             self.iteration = int(state.get("iteration", 0))
             self.total_steps = int(state.get("total_steps", 0))
             self.total_time = float(state.get("total_time", 0.0))
+            saved_envs = int(state["runner"]["episode_reward"].shape[0]) if "runner" in state else self.env.num_envs
+            if saved_envs != self.env.num_envs:
+                print(
+                    f"warning: {path} was saved with {saved_envs} envs and this run has {self.env.num_envs}: resuming "
+                    "the models, optimizer and counters with fresh episodes (not an exact continuation)"
+                )
+                return state
             if "algorithm_runtime" in state:
                 self.alg.load_runtime_state_dict(state["algorithm_runtime"])
             if "env_state" in state and hasattr(self.env, "load_state_dict"):
@@ -204,6 +270,10 @@ class OnPolicyRunner:
             if "rng" in state:
                 restore_rng_state(state["rng"])
         return state
+
+    def _checked_models(self) -> dict[str, Any]:
+        """The models a checkpoint must fit (by name: ``state[f"{name}_state_dict"]``)."""
+        return {"actor": self.alg.actor, "critic": self.alg.critic}
 
     def _load_cfg(self, load_optimizer: bool, resume: bool) -> dict[str, bool]:
         return {
@@ -217,6 +287,7 @@ class OnPolicyRunner:
 
     def close(self) -> None:
         """Close the logger and the env."""
-        self.logger.close()
+        if self.logger is not None:
+            self.logger.close()
         if hasattr(self.env, "close"):
             self.env.close()

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated, Literal
 
 from mimic_rl.envs.mujoco.physics import DomainRandomization
+from mimic_rl.motion.clip import FPS_RANGE
 from mimic_rl.tasks.tracking import TerminationConfig, TrackingRewardConfig
+from mimic_rl.utils import Range
 
 __all__ = ["InitNoise", "TrackingEnvConfig"]
 
@@ -14,44 +17,44 @@ __all__ = ["InitNoise", "TrackingEnvConfig"]
 class InitNoise:
     """Reference-state initialization noise (uniform +-)."""
 
-    joint_pos: float = 0.05
-    root_pos: float = 0.02
-    root_rot: float = 0.05
-    velocity: float = 0.1
+    joint_pos: Annotated[float, Range(0)] = 0.05
+    root_pos: Annotated[float, Range(0)] = 0.02
+    root_rot: Annotated[float, Range(0)] = 0.05
+    velocity: Annotated[float, Range(0)] = 0.1
 
 
 @dataclass
 class TrackingEnvConfig:
     """Settings of the tracking env; every field has a default."""
 
-    num_envs: int = 64
-    robot: str = "humanoid28"
+    num_envs: Annotated[int, Range(1)] = 64
+    robot: Literal["humanoid28", "g1"] = "humanoid28"
     robot_mjcf: str | None = None
     motions: list[str] = field(default_factory=list)
-    csv_fps: float | None = None
-    decimation: int = 4
-    episode_length_s: float = 10.0
-    num_future_frames: int = 5
-    future_stride: int = 1
+    csv_fps: Annotated[float | None, Range(*FPS_RANGE)] = None
+    decimation: Annotated[int, Range(1)] = 4
+    episode_length_s: Annotated[float, Range(0, low_exclusive=True)] = 10.0
+    num_future_frames: Annotated[int, Range(1)] = 5
+    future_stride: Annotated[int, Range(1)] = 1
     """Future reference frames are ``future_stride`` policy steps apart."""
-    sampling_mode: str = "adaptive"
+    sampling_mode: Literal["start", "uniform", "adaptive"] = "adaptive"
     init_noise: InitNoise = field(default_factory=InitNoise)
     reward: TrackingRewardConfig = field(default_factory=TrackingRewardConfig)
     termination: TerminationConfig = field(default_factory=TerminationConfig)
     randomization: DomainRandomization = field(default_factory=DomainRandomization)
-    action_offset: str = "default"
+    action_offset: Literal["default", "reference"] = "default"
     """PD targets are ``offset + action_scale * action``: ``"default"`` offsets from the default pose; ``"reference"``
     from the reference's joint positions one policy step ahead (a residual policy: zero action tracks the reference
     open-loop, so learning starts from feed-forward tracking and only has to add balance)."""
     reward_scale_by_dt: bool = True
-    num_threads: int = 2
+    num_threads: Annotated[int, Range(1)] = 2
     """Physics threads (MuJoCo's rollout pool)."""
-    torch_threads: int | None = None
+    torch_threads: Annotated[int | None, Range(1)] = None
     """Torch threads inside ``step()``; None: 1 up to 128 envs on the CPU (small ops lose to OpenMP fork/join),
     else unchanged. The caller's setting is restored after each step."""
     compile: bool = False
     """Fuse the per-step MDP (reference interpolation, observations, rewards, terminations, metrics) with
     ``torch.compile``: fewer, larger kernels instead of ~2,500 small eager ops per step. Costs a one-off compile
     (tens of seconds on a CPU, needs a C++ compiler there); results match eager to float32 rounding."""
-    seed: int = 0
+    seed: Annotated[int, Range(0)] = 0
     device: str = "cpu"

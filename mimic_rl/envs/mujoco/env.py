@@ -24,6 +24,7 @@ from mimic_rl.envs.mujoco.config import InitNoise, TrackingEnvConfig
 from mimic_rl.envs.mujoco.physics import BatchedPhysics
 from mimic_rl.envs.mujoco.resets import ReferenceStateInit
 from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, robot_config
+from mimic_rl.errors import ConfigError, TrainingDiverged
 from mimic_rl.motion import BodyState, MotionClip, MotionLibrary, expand_motion_paths
 from mimic_rl.rotations import quat_apply_inverse
 from mimic_rl.tasks.tracking import (
@@ -111,7 +112,10 @@ class MujocoTrackingEnv:
         tracked = list(self.robot.tracked_bodies or names)
         missing = [b for b in tracked if b not in lib_names]
         if missing:
-            raise ValueError(f"robot {self.robot.name}: tracked bodies {missing} are not in the motions' bodies")
+            raise ConfigError(
+                f"--motion: expected motions of robot {self.robot.name} (bodies {tracked[:4]}...), found motions "
+                f"without its bodies {missing[:4]}; pass motions of this robot, or the robot of these motions (--robot)"
+            )
         dev = self.device
         self.tracked = tracked
         self._body_idx = torch.tensor([names.index(b) for b in tracked], device=dev)
@@ -120,14 +124,22 @@ class MujocoTrackingEnv:
         self._ref_tracked = [lib_names.index(b) for b in tracked]
         self.root = tracked.index(names[0]) if names[0] in tracked else self.anchor
         if names[0] not in lib_names:
-            raise ValueError(f"the motions have no state for the robot's root body {names[0]!r}")
+            raise ConfigError(
+                f"--motion: expected motions with the state of robot {self.robot.name}'s root body {names[0]!r}, found "
+                "none; pass motions of this robot, or the robot of these motions (--robot)"
+            )
         self._ref_root = lib_names.index(names[0])
         self.end_effectors = torch.tensor([tracked.index(b) for b in self.robot.end_effectors], device=dev)
         m = self.model
         joint_ids = [int(m.actuator_trnid[a, 0]) for a in range(m.nu)]
         self.joint_names = [m.joint(j).name for j in joint_ids]
         if self.joint_names != self.library.joint_names:
-            raise ValueError(f"motions' joints {self.library.joint_names} differ from the actuated {self.joint_names}")
+            theirs, ours = self.library.joint_names, self.joint_names
+            raise ConfigError(
+                f"--motion: expected the {len(ours)} actuated joints of robot {self.robot.name}, found motions with "
+                f"{len(theirs)} (missing {[n for n in ours if n not in theirs][:4]}); pass motions of this robot, or "
+                "the robot of these motions (--robot, --robot-mjcf)"
+            )
         self._qpos_adr = np.array([m.jnt_qposadr[j] for j in joint_ids])
         self._qvel_adr = np.array([m.jnt_dofadr[j] for j in joint_ids])
         lower = torch.tensor(m.jnt_range[joint_ids, 0], dtype=torch.float32, device=dev)
@@ -371,7 +383,10 @@ class MujocoTrackingEnv:
         if actions.shape != (self.num_envs, self.num_actions):
             raise ValueError(f"actions: expected shape {(self.num_envs, self.num_actions)}, got {tuple(actions.shape)}")
         if not bool(torch.isfinite(actions).all()):
-            raise FloatingPointError("actions contain NaN or inf; the policy diverged")
+            raise TrainingDiverged(
+                "env.step: actions: expected finite values, found NaN or inf; the policy diverged (lower "
+                "algorithm.learning_rate, or resume from an earlier checkpoint)"
+            )
         self.actions = actions.detach().to(self.device, torch.float32)
         targets = self._action_offset() + self.action_scale * self.actions
         self._push()
@@ -430,32 +445,35 @@ class MujocoTrackingEnv:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything that determines the env's future: physics states, episode bookkeeping and random streams."""
+        """Everything that determines the env's future: physics states, episode bookkeeping and random streams (plain
+        tensors and numbers, so that a checkpoint loads with ``weights_only=True``)."""
         return {
-            "physics_state": self.physics.state.copy(),
-            "sensordata": self.physics.sensordata.copy(),
-            "variant_of_env": self.physics.variant_of_env.copy(),
+            "physics_state": torch.from_numpy(self.physics.state.copy()),
+            "sensordata": torch.from_numpy(self.physics.sensordata.copy()),
+            "variant_of_env": torch.from_numpy(self.physics.variant_of_env.copy()),
             "physics_rng": self.physics.rng.bit_generator.state,
             "generator": self._gen.get_state(),
             "adaptive_failures": self.library.adaptive.failures.clone(),
-            "obs": self._obs.clone(),
+            "obs": {k: v.clone() for k, v in self._obs.items()},
             **{k: getattr(self, k).clone() for k in _ENV_TENSORS},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()`` (the env must have been built with the same config)."""
-        if state["physics_state"].shape != self.physics.state.shape:
-            raise ValueError(f"env state is for {state['physics_state'].shape[0]} envs, this env has {self.num_envs}")
-        self.physics.state[:] = state["physics_state"]
-        self.physics.sensordata[:] = state["sensordata"]
-        self.physics.variant_of_env[:] = state["variant_of_env"]
+        physics_state = state["physics_state"].cpu().numpy()
+        if physics_state.shape != self.physics.state.shape:
+            raise ValueError(f"env state is for {physics_state.shape[0]} envs, this env has {self.num_envs}")
+        self.physics.state[:] = physics_state
+        self.physics.sensordata[:] = state["sensordata"].cpu().numpy()
+        self.physics.variant_of_env[:] = state["variant_of_env"].cpu().numpy()
         self.physics.assign_variants(np.arange(0), self.physics.variant_of_env)
         self.physics.rng.bit_generator.state = state["physics_rng"]
-        self._gen.set_state(state["generator"])
+        self._gen.set_state(state["generator"].cpu())
         self.library.adaptive.failures.copy_(state["adaptive_failures"])
         for k in _ENV_TENSORS:
             getattr(self, k).copy_(state[k])
-        self._obs = state["obs"].clone() if "obs" in state else self._obs
+        if "obs" in state:
+            self._obs = self._tensordict({k: v.to(self.device).clone() for k, v in state["obs"].items()})
 
     def close(self) -> None:
         """Release the physics thread pool."""

@@ -27,6 +27,15 @@ def xyz_hinge_angles(rotvec: torch.Tensor) -> torch.Tensor:
     return torch.stack((a, b, c), dim=-1)
 
 
+def _joint_difference(expected: list[str], found: list[str]) -> str:
+    missing = [n for n in expected if n not in found]
+    extra = [n for n in found if n not in expected]
+    return (
+        f"expected humanoid28's {len(expected)} joints, found {len(found)} (missing {missing[:4]}, unexpected "
+        f"{extra[:4]}); a motion of another robot needs --robot and --robot-mjcf"
+    )
+
+
 def convert_clip(clip: MotionClip, kin: RobotKinematics) -> MotionClip:
     """A humanoid_amp clip (rotation-vector spherical joints) in the model's hinge convention, body states by FK.
 
@@ -36,14 +45,10 @@ def convert_clip(clip: MotionClip, kin: RobotKinematics) -> MotionClip:
     where = str(clip.metadata.get("source", "<memory>"))
     if clip.metadata.get("format") != "isaaclab_amp":
         if clip.joint_names != kin.joint_names:
-            raise MotionFormatError(
-                f"{where}: joint_names: expected the model's {kin.joint_names}, found {clip.joint_names}"
-            )
+            raise MotionFormatError(f"{where}: joint_names: {_joint_difference(kin.joint_names, clip.joint_names)}")
         return clip
     if sorted(clip.joint_names) != sorted(kin.joint_names):
-        raise MotionFormatError(
-            f"{where}: joint_names: expected humanoid28's {kin.joint_names}, found {clip.joint_names}"
-        )
+        raise MotionFormatError(f"{where}: joint_names: {_joint_difference(kin.joint_names, clip.joint_names)}")
     if clip.body_names[0] != "pelvis":
         raise MotionFormatError(f"{where}: body_names: expected the pelvis first, found {clip.body_names[:3]}")
     source = torch.from_numpy(clip.joint_pos.astype(np.float64))

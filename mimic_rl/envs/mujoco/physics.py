@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from typing import Annotated
 
 import mujoco
 import numpy as np
 from mujoco import rollout
+
+from mimic_rl.utils import Range
 
 __all__ = ["BatchedPhysics", "DomainRandomization"]
 
@@ -25,13 +28,13 @@ class DomainRandomization:
     """Physics randomization; ``enabled=False`` gives every env the nominal model and no pushes."""
 
     enabled: bool = True
-    num_model_variants: int = 16
+    num_model_variants: Annotated[int, Range(1)] = 16
     friction_scale: tuple[float, float] = (0.7, 1.3)
-    com_offset: float = 0.02
+    com_offset: Annotated[float, Range(0)] = 0.02
     """Uniform +- metres added to the root body's centre of mass."""
     pd_gain_scale: tuple[float, float] = (0.9, 1.1)
     push_interval_s: tuple[float, float] = (1.0, 3.0)
-    push_velocity: float = 0.5
+    push_velocity: Annotated[float, Range(0)] = 0.5
     """Maximum horizontal velocity (m/s) added to the root by a push."""
 
 

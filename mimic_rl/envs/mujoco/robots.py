@@ -14,7 +14,8 @@ from pathlib import Path
 
 import mujoco
 
-from mimic_rl.motion import MotionClip, RobotKinematics, load_motion
+from mimic_rl.errors import ConfigError
+from mimic_rl.motion import MotionClip, MotionFormatError, RobotKinematics, detect_format, load_motion
 
 __all__ = [
     "SENSOR_KINDS",
@@ -71,6 +72,12 @@ class RobotConfig:
         if self.clip_convention == "humanoid28_amp":
             from mimic_rl.envs.mujoco.humanoid28 import convert_clip
 
+            if detect_format(path) == "beyondmimic":  # its joints come from a robot's MJCF: not this model's clip
+                raise MotionFormatError(
+                    f"{path}: joint_names: expected a {self.name} motion (Isaac Lab humanoid_amp or mimic_rl npz), "
+                    "found a BeyondMimic/mjlab npz without joint names, i.e. a motion of another robot; for a G1 "
+                    "motion pass --robot g1 --robot-mjcf <g1.xml>"
+                )
             return convert_clip(load_motion(path, csv_fps=csv_fps), kin)
         return load_motion(path, robot=kin, csv_fps=csv_fps)
 
@@ -122,9 +129,12 @@ def robot_config(name: str, mjcf: str | Path | None = None) -> RobotConfig:
         return humanoid28_config()
     if name == "g1":
         if mjcf is None:
-            raise ValueError("the g1 robot needs its MJCF path (e.g. $MIMIC_RL_DATA/robots/unitree_g1/g1.xml)")
+            raise ConfigError(
+                "--robot-mjcf: expected the G1's MJCF for robot g1, found none; pass --robot-mjcf "
+                "$MIMIC_RL_DATA/robots/unitree_g1/g1.xml (env.robot_mjcf in a config)"
+            )
         return g1_config(mjcf)
-    raise ValueError(f"unknown robot {name!r}; built-ins are 'humanoid28' and 'g1' (or pass a RobotConfig)")
+    raise ConfigError(f"env.robot: expected 'humanoid28' or 'g1', found {name!r} (or pass a RobotConfig in Python)")
 
 
 def _match(groups: tuple[ActuatorGroup, ...], joint: str) -> ActuatorGroup | None:

@@ -9,12 +9,14 @@ backend that wants the same scale multiplies the total by ``dt`` itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 
 from mimic_rl.rotations import quat_angle_error
 from mimic_rl.tasks.tracking.observations import relative_reference_body_poses
 from mimic_rl.tasks.tracking.state import BodyState
+from mimic_rl.utils import Range
 
 __all__ = [
     "TrackingRewardConfig",
@@ -108,24 +110,24 @@ class TrackingRewardConfig:
     """
 
     anchor_pos_weight: float = 0.5
-    anchor_pos_std: float = 0.3
+    anchor_pos_std: Annotated[float, Range(0, low_exclusive=True)] = 0.3
     anchor_ori_weight: float = 0.5
-    anchor_ori_std: float = 0.4
+    anchor_ori_std: Annotated[float, Range(0, low_exclusive=True)] = 0.4
     body_pos_weight: float = 1.0
-    body_pos_std: float = 0.3
+    body_pos_std: Annotated[float, Range(0, low_exclusive=True)] = 0.3
     body_ori_weight: float = 1.0
-    body_ori_std: float = 0.4
+    body_ori_std: Annotated[float, Range(0, low_exclusive=True)] = 0.4
     body_lin_vel_weight: float = 1.0
-    body_lin_vel_std: float = 1.0
+    body_lin_vel_std: Annotated[float, Range(0, low_exclusive=True)] = 1.0
     body_ang_vel_weight: float = 1.0
-    body_ang_vel_std: float = 3.14
+    body_ang_vel_std: Annotated[float, Range(0, low_exclusive=True)] = 3.14
     joint_pos_weight: float = 0.0
-    joint_pos_std: float = 0.5
+    joint_pos_std: Annotated[float, Range(0, low_exclusive=True)] = 0.5
     joint_vel_weight: float = 0.0
-    joint_vel_std: float = 5.0
+    joint_vel_std: Annotated[float, Range(0, low_exclusive=True)] = 5.0
     action_rate_weight: float = -0.1
     joint_limit_weight: float = -10.0
-    joint_limit_soft_ratio: float = 0.9
+    joint_limit_soft_ratio: Annotated[float, Range(0, 1)] = 0.9
 
 
 def tracking_reward(

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 
 from mimic_rl.tasks.tracking.observations import projected_gravity
 from mimic_rl.tasks.tracking.state import BodyState
+from mimic_rl.utils import Range
 
 __all__ = [
     "TerminationConfig",
@@ -55,9 +57,9 @@ class TerminationConfig:
     Defaults: BeyondMimic's ``TerminationsCfg`` (anchor height 0.25 m, tilt 0.8, end-effector height 0.25 m).
     """
 
-    anchor_height: float | None = 0.25
-    anchor_tilt: float | None = 0.8
-    ee_height: float | None = 0.25
+    anchor_height: Annotated[float | None, Range(0, low_exclusive=True)] = 0.25
+    anchor_tilt: Annotated[float | None, Range(0, low_exclusive=True)] = 0.8
+    ee_height: Annotated[float | None, Range(0, low_exclusive=True)] = 0.25
 
 
 def tracking_terminations(

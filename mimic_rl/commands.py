@@ -1,0 +1,394 @@
+"""What each ``mimic-rl`` subcommand does (``mimic_rl.cli`` parses the options and catches the errors).
+
+Every file, folder, checkpoint and device a user names is checked before any work starts, and every problem is a
+``MimicRLError`` whose message names the flag: the command line turns it into one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from mimic_rl.errors import CheckpointError, ConfigError, UsageError
+from mimic_rl.files import check_file, path_problem
+
+__all__ = [
+    "cmd_convert",
+    "cmd_eval",
+    "cmd_export",
+    "cmd_play",
+    "cmd_plot",
+    "cmd_train",
+    "load_policy",
+    "resolve_motion",
+]
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def resolve_motion(path: str) -> str:
+    """Motion paths relative to the working directory, else to the repository (for the shipped ``motions/``)."""
+    p = Path(path)
+    if p.exists() or p.is_symlink() or p.is_absolute():
+        return str(p)
+    shipped = PACKAGE_ROOT / p
+    return str(shipped) if shipped.exists() else str(p)
+
+
+def _check_parents(p: Path, flag: str) -> None:
+    """The nearest existing parent of ``p`` must be a folder (a path below a file cannot be written)."""
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"{p}: {flag}: expected a path inside a folder, found {parent}, which is a file")
+            return
+
+
+def _output_file(path: str | Path, flag: str) -> Path:
+    """``path`` as a file to write: not an existing folder, and its parent not a file."""
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{p}: {flag}: expected a file to write, found a folder; pass a file name (e.g. {p}/out.json)")
+    _check_parents(p, flag)
+    return p
+
+
+def _output_folder(path: str | Path, flag: str) -> Path:
+    """``path`` as a folder to write into: not an existing file."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"{p}: {flag}: expected a folder, found a file; pass a folder (it is created if missing)")
+    _check_parents(p, flag)
+    return p
+
+
+# ---------------------------------------------------------------------------------------------------- train / distill
+def _distill_source(args: argparse.Namespace) -> dict[str, Any]:
+    """The distillation YAML as data, its env laid over the env of the teacher's checkpoint (when it has one)."""
+    from mimic_rl.config import read_config_file
+    from mimic_rl.serialization import checkpoint_kind, load_checkpoint
+
+    data = read_config_file(args.task, "--task")
+    teacher = load_checkpoint(args.teacher, what="--teacher")
+    kind = checkpoint_kind(teacher)
+    if kind == "unknown":
+        raise CheckpointError(
+            f"{args.teacher}: --teacher: expected a trained policy (a checkpoint of mimic-rl train, or rsl_rl's with "
+            f"actor_state_dict), found keys {sorted(teacher)[:8]}"
+        )
+    teacher_env = (teacher.get("config") or {}).get("env")
+    if teacher_env is not None:
+        data["env"] = {**teacher_env, **(data.get("env") or {})}
+    data.setdefault("teacher", {})["checkpoint"] = str(Path(args.teacher).resolve())
+    return data
+
+
+def _config(args: argparse.Namespace) -> Any:
+    """The run's config: the YAML (``--task``), then the command-line options over it."""
+    from mimic_rl.config import DistillConfig, load_config
+    from mimic_rl.utils import check_device
+
+    if getattr(args, "teacher", None) is not None:
+        cfg = load_config(_distill_source(args), DistillConfig)
+    else:
+        cfg = load_config(args.task, what="--task")
+    if args.motion:
+        cfg.env.motions = list(args.motion)
+    cfg.env.motions = [resolve_motion(m) for m in cfg.env.motions]
+    overrides = {
+        "robot": args.robot,
+        "robot_mjcf": args.robot_mjcf,
+        "csv_fps": args.csv_fps,
+        "num_envs": args.num_envs,
+    }
+    for key, value in overrides.items():
+        if value is not None:
+            setattr(cfg.env, key, value)
+    if args.iterations is not None:
+        cfg.runner.max_iterations = args.iterations
+        cfg.runner.time_budget_s = None if args.time_budget is None else cfg.runner.time_budget_s
+    if args.time_budget is not None:
+        cfg.runner.time_budget_s = args.time_budget if args.time_budget > 0 else None
+    if args.device is not None:
+        cfg.runner.device = check_device(args.device, "--device")
+    if args.seed is not None:
+        cfg.runner.seed = cfg.env.seed = args.seed
+    if args.logger:
+        cfg.runner.logger = args.logger
+    return cfg
+
+
+def _resume_path(args: argparse.Namespace, log_dir: Path) -> Path | None:
+    """The checkpoint to resume from (checked), or None."""
+    from mimic_rl.serialization import latest_checkpoint
+
+    if args.resume is None:
+        return None
+    if args.resume != "latest":
+        return check_file(args.resume, "--resume", "pass a model_<N>.pt, or --resume alone for the latest in --log-dir")
+    latest = latest_checkpoint(log_dir) if log_dir.is_dir() else None
+    if latest is None:
+        raise UsageError(
+            f"{log_dir}: --resume: expected a model_<N>.pt in the run folder (--log-dir), found none; pass "
+            "--resume PATH, or the --log-dir of the run to continue"
+        )
+    return latest
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train (or distil, with --teacher); then (unless --no-eval) evaluate the final checkpoint and plot."""
+    from mimic_rl.runners import DistillationRunner, OnPolicyRunner
+
+    log_dir = _output_folder(args.log_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}", "--log-dir")
+    resume = _resume_path(args, log_dir)
+    distill = getattr(args, "teacher", None) is not None
+    if resume is not None and args.task in ("tracking_ppo", "distill") and (log_dir / "config.yaml").exists():
+        args.task = str(log_dir / "config.yaml")  # resume with the run's own resolved config
+    cfg = _config(args)
+    runner = (DistillationRunner if distill else OnPolicyRunner)(cfg, log_dir=log_dir)
+    if resume is not None:
+        runner.load(resume, what="--resume")
+        print(f"resumed from {resume} at iteration {runner.iteration}")
+    what = f"distilling {cfg.teacher.checkpoint} into a student" if distill else "training"
+    print(f"{what}: {cfg.env.robot} on {cfg.env.motions} with {cfg.env.num_envs} envs; logs in {log_dir}")
+    runner.learn()
+    runner.close()
+    checkpoint = log_dir / f"model_{runner.iteration}.pt"
+    print(f"checkpoint: {checkpoint}")
+    if not args.no_eval:
+        evaluation = _evaluate(checkpoint, args.eval_envs)
+        (log_dir / "eval.json").write_text(json.dumps(evaluation, indent=2))
+        from mimic_rl.plotting import plot_eval
+
+        written = plot_eval(evaluation, log_dir / "plots", run_dir=log_dir)
+        _print_summary(evaluation)
+        print(f"eval: {log_dir / 'eval.json'}; plots: {', '.join(str(p) for p in written)}")
+        if distill:
+            _compare_with_teacher(args, evaluation, log_dir)
+    if distill and not args.no_export:
+        _export(checkpoint, log_dir / "export", onnx=True)
+    return 0
+
+
+def _compare_with_teacher(args: argparse.Namespace, student: dict[str, Any], log_dir: Path) -> None:
+    """Evaluate the teacher the same way (when it is this package's checkpoint) and print both."""
+    from mimic_rl.serialization import checkpoint_kind, load_checkpoint
+
+    if checkpoint_kind(load_checkpoint(args.teacher, what="--teacher")) != "train":
+        return
+    teacher = _evaluate(args.teacher, args.eval_envs, what="--teacher")
+    (log_dir / "eval_teacher.json").write_text(json.dumps(teacher, indent=2))
+    s, t = student["summary"]["root_mpjpe_mm"], teacher["summary"]["root_mpjpe_mm"]
+    print(f"root-relative MPJPE: student {s:.1f} mm, teacher {t:.1f} mm ({100 * (s / t - 1):+.1f}%)")
+
+
+# ---------------------------------------------------------------------------------------------------- a trained policy
+def load_policy(checkpoint: str | Path, what: str = "--checkpoint") -> tuple[Any, Any, dict[str, Any]]:
+    """(config, deployable policy, checkpoint) of a training or a distillation checkpoint, checked."""
+    from mimic_rl.config import DistillConfig, TrainConfig, load_config
+    from mimic_rl.models.actor_critic import Actor
+    from mimic_rl.runners.compat import check_checkpoint_fits
+    from mimic_rl.serialization import checkpoint_kind, load_checkpoint
+
+    state = load_checkpoint(checkpoint, what=what)
+    kind = checkpoint_kind(state)
+    if kind == "rsl_rl":
+        raise CheckpointError(
+            f"{checkpoint}: {what}: expected a checkpoint of mimic-rl train or distill, found an rsl_rl checkpoint (no "
+            "mimic_rl config); use it as a teacher: mimic-rl distill --teacher " + str(checkpoint)
+        )
+    if kind == "unknown":
+        raise CheckpointError(
+            f"{checkpoint}: {what}: expected a checkpoint of mimic-rl train or distill, found a dict with keys "
+            f"{sorted(state)[:8]}"
+        )
+    prefix = "student" if kind == "distill" else "actor"
+    try:
+        cfg = load_config(state["config"], DistillConfig if kind == "distill" else TrainConfig)
+    except ConfigError as exc:
+        raise CheckpointError(f"{checkpoint}: {what}: its config does not load in this mimic_rl ({exc})") from None
+    cfg.env.motions = [resolve_motion(m) for m in cfg.env.motions]
+    try:
+        actor = Actor(**state[f"{prefix}_cfg"])
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{checkpoint}: {what}: its {prefix}_cfg does not build a policy ({exc})") from None
+    check_checkpoint_fits(state, checkpoint, {prefix: actor}, state["config"], what)
+    actor.load_state_dict(state[f"{prefix}_state_dict"])
+    return cfg, actor.eval(), state
+
+
+def _evaluate(
+    checkpoint: str | Path, num_envs: int, motions: list[str] | None = None, what: str = "--checkpoint"
+) -> dict[str, Any]:
+    from mimic_rl.runners.evaluation import evaluate_policy
+
+    cfg, actor, state = load_policy(checkpoint, what)
+    if motions:
+        cfg.env.motions = [resolve_motion(m) for m in motions]
+    evaluation = evaluate_policy(actor, cfg, num_envs, source=str(checkpoint), trained_config=state["config"])
+    evaluation.update(checkpoint=str(Path(checkpoint).resolve()), iteration=int(state.get("iteration", 0)))
+    return evaluation
+
+
+def _print_summary(evaluation: dict[str, Any]) -> None:
+    for clip in evaluation["clips"]:
+        print(
+            f"  {clip['name']}: MPJPE {clip['mpjpe_mm']:.1f} mm, root-relative {clip['root_mpjpe_mm']:.1f} mm, "
+            f"joint error {clip['joint_pos_error']:.3f} rad, success {clip['success_rate']:.2f}, episode length "
+            f"{100 * clip['episode_length_fraction']:.0f}% of the clip"
+        )
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Per-clip metrics of a checkpoint, as JSON."""
+    out = _output_file(args.output, "--output")
+    evaluation = _evaluate(args.checkpoint, args.num_envs, args.motion)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(evaluation, indent=2))
+    _print_summary(evaluation)
+    print(f"wrote {out}")
+    return 0
+
+
+def read_eval_json(path: str | Path) -> dict[str, Any]:
+    """An evaluation written by ``mimic-rl eval`` (or train), checked enough to plot."""
+    check_file(path, "eval JSON", "pass the eval.json that mimic-rl eval or train wrote")
+    fix = "re-run mimic-rl eval --checkpoint CKPT --output eval.json"
+    try:
+        evaluation = json.loads(Path(path).read_text())
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: eval JSON: expected text (JSON), found binary data; {fix}") from None
+    except json.JSONDecodeError as exc:
+        found = f"{exc.msg} at line {exc.lineno}"
+        raise UsageError(f"{path}: eval JSON: expected valid JSON, found {found}; {fix}") from None
+    clips = evaluation.get("clips") if isinstance(evaluation, dict) else None
+    needed = ("name", "per_body_mpjpe_mm", "over_time", "success_rate", "mpjpe_mm", "root_mpjpe_mm")
+    if not isinstance(clips, list) or not clips or not all(isinstance(c, dict) for c in clips):
+        raise UsageError(f"{path}: clips: expected a list of evaluated clips, found {type(clips).__name__}; {fix}")
+    missing = sorted({k for c in clips for k in needed if k not in c})
+    if missing:
+        raise UsageError(f"{path}: clips: expected the keys {list(needed)} in every clip, missing {missing}; {fix}")
+    return evaluation
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """PNGs from an eval JSON (and the training log beside its checkpoint)."""
+    from mimic_rl.plotting import plot_eval
+
+    evaluation = read_eval_json(args.eval_json)
+    out = _output_folder(args.output, "--output")
+    run_dir = args.run_dir or (Path(evaluation["checkpoint"]).parent if "checkpoint" in evaluation else None)
+    if args.run_dir is not None and path_problem(args.run_dir, "folder") is not None:
+        raise UsageError(f"{args.run_dir}: --run-dir: expected a run folder, found {path_problem(args.run_dir)}")
+    for path in plot_eval(evaluation, out, run_dir=run_dir):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    """Run a checkpoint, print tracking metrics every second of sim time, optionally write a video."""
+    from mimic_rl.envs.mujoco import MujocoTrackingEnv
+    from mimic_rl.runners.compat import check_policy_fits_env
+
+    if args.video and Path(args.video).suffix.lower() not in (".gif", ".mp4"):
+        raise UsageError(f"{args.video}: --video: expected a .gif or .mp4 file name, found {Path(args.video).suffix!r}")
+    video = _output_file(args.video, "--video") if args.video else None
+    cfg, actor, state = load_policy(args.checkpoint)
+    env_cfg = copy.deepcopy(cfg.env)
+    env_cfg.num_envs = args.num_envs
+    env_cfg.compile = False  # a short run: compiling the step (a minute or more per env size) would not pay off
+    if args.motion:
+        env_cfg.motions = [resolve_motion(m) for m in args.motion]
+    env = MujocoTrackingEnv(env_cfg)
+    check_policy_fits_env(actor, env, args.checkpoint, state["config"])
+
+    def policy(obs: Any) -> Any:
+        return actor(obs["policy"], obs.get("reference", None), obs.get("reference_mask", None))
+
+    if video is not None:
+        from mimic_rl.envs.mujoco.render import render_rollout
+
+        print(f"wrote {render_rollout(env, video, policy=policy, steps=args.steps, on_dones=actor.reset)}")
+    else:
+        _print_play(env, actor, policy, args.steps)
+    env.close()
+    return 0
+
+
+def _print_play(env: Any, actor: Any, policy: Any, steps: int) -> None:
+    import torch
+
+    obs = env.get_observations()
+    per_second = max(1, round(1.0 / env.step_dt))
+    with torch.inference_mode():
+        for step in range(1, steps + 1):
+            obs, _, dones, _ = env.step(policy(obs))
+            actor.reset(dones)  # recurrent policies: a new episode starts from a zero state
+            if step % per_second == 0:
+                s = env.metrics.summary()
+                print(
+                    f"t={step * env.step_dt:5.1f}s  MPJPE {s['mpjpe_mm']:.1f} mm  root-relative "
+                    f"{s['root_mpjpe_mm']:.1f} mm  success {s['success_rate']:.2f} ({s['episodes']:.0f} episodes)"
+                )
+                env.metrics.reset()
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """ONNX + TorchScript + metadata of a checkpoint's deterministic policy (a distilled student's too)."""
+    _export(args.checkpoint, _output_folder(args.output, "--output"), onnx=not args.no_onnx)
+    return 0
+
+
+def _export(checkpoint: str | Path, output: str | Path, onnx: bool) -> None:
+    from mimic_rl.envs.mujoco import MujocoTrackingEnv
+    from mimic_rl.export import export_policy, policy_metadata
+    from mimic_rl.runners.compat import check_policy_fits_env
+
+    cfg, actor, state = load_policy(checkpoint)
+    env_cfg = copy.deepcopy(cfg.env)
+    env_cfg.num_envs = 1
+    env = MujocoTrackingEnv(env_cfg)
+    check_policy_fits_env(actor, env, checkpoint, state["config"])
+    meta = policy_metadata(actor, env, checkpoint=str(checkpoint), iteration=int(state.get("iteration", 0)))
+    env.close()
+    for kind, path in export_policy(actor, output, meta, onnx=onnx).items():
+        print(f"{kind}: {path}")
+
+
+# ---------------------------------------------------------------------------------------------------- convert
+def cmd_convert(args: argparse.Namespace) -> int:
+    """Convert motion files (or the motion files of folders) to this package's npz."""
+    from mimic_rl.motion import RobotKinematics, expand_motion_paths, load_motion, save_motion
+
+    inputs = expand_motion_paths(list(args.inputs))
+    robot = RobotKinematics(args.robot) if args.robot else None
+    single = Path(args.output).suffix.lower() == ".npz"
+    if single and len(inputs) > 1:
+        raise UsageError(
+            f"{args.output}: --output: expected a folder for {len(inputs)} inputs, found an .npz file name; pass a "
+            "folder"
+        )
+    out_base = _output_file(args.output, "--output") if single else _output_folder(args.output, "--output")
+    stems: dict[str, Path] = {}
+    for path in inputs:
+        if not single and Path(path).stem in stems:
+            raise UsageError(
+                f"{args.output}: --output: expected one output file per input, found {stems[Path(path).stem]} and "
+                f"{path}, which would both be written to {Path(path).stem}.npz; convert them separately"
+            )
+        stems[Path(path).stem] = Path(path)
+    for path in inputs:
+        clip = load_motion(path, robot=robot, csv_fps=args.csv_fps, fps=args.fps)
+        if args.loop_mode:
+            clip.metadata["loop_mode"] = args.loop_mode
+        out = out_base if single else out_base / f"{Path(path).stem}.npz"
+        save_motion(clip, out)
+        print(
+            f"{path} -> {out}: {clip.num_frames} frames at {clip.fps:g} fps, {clip.num_joints} joints, "
+            f"{clip.num_bodies} bodies ({clip.metadata['format']})"
+        )
+    return 0
