@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from mimic_rl.motion import MotionLibrary, RobotKinematics, detect_format, load_motion, resample, save_motion
+from mimic_rl.motion.clip import ARRAY_FIELDS, drop_held_frames, held_frames
 from mimic_rl.rotations import quat_angle_error
 
 G1_CLIPS = ["B_HandsUp", "B_Fence2", "J_ShortDance16_JazzWalk"]
@@ -46,10 +47,12 @@ def test_g1_csv_conversion_reproduces_the_shipped_npz(data_dir, g1, name):
 def test_humanoid28_clips_load_and_round_trip_exactly(data_dir, tmp_path, name):
     clip = load_motion(data_dir / f"motions/humanoid28/{name}.npz")
     raw = np.load(data_dir / f"motions/humanoid28/{name}.npz")
-    assert clip.metadata["format"] == "isaaclab_amp" and clip.fps == float(raw["fps"])
+    # Isaac Lab's humanoid_amp clips hold every frame twice (30 fps motions in 60 fps files): read one frame in two
+    assert np.array_equal(raw["dof_positions"][0::2], raw["dof_positions"][1::2])
+    assert clip.metadata["format"] == "isaaclab_amp" and clip.fps == float(raw["fps"]) / 2
     assert clip.joint_names == list(raw["dof_names"]) and clip.num_bodies == 15
-    np.testing.assert_array_equal(clip.joint_pos, raw["dof_positions"])
-    np.testing.assert_array_equal(clip.body_quat_w, raw["body_rotations"])
+    np.testing.assert_array_equal(clip.joint_pos, raw["dof_positions"][::2])
+    np.testing.assert_array_equal(clip.body_quat_w, raw["body_rotations"][::2])
     path = save_motion(clip, tmp_path / f"{name}.npz")
     again = load_motion(path)
     assert again.metadata["format"] == "mimic_rl"
@@ -62,15 +65,15 @@ def test_humanoid28_interpolation_is_exact_at_frames_and_slerps_between(data_dir
     clips = [load_motion(data_dir / f"motions/humanoid28/{n}.npz") for n in H28_CLIPS]
     lib = MotionLibrary(clips)
     clip_ids = torch.tensor([0, 1, 2, 2])
-    frames = torch.tensor([0, 40, 17, 901])
-    times = frames.float() / 60.0
+    frames = torch.tensor([0, 40, 17, 450])
+    times = frames.float() / 30.0  # the clips' frame rate once their held frames are dropped
     state = lib.state(clip_ids, times)
     for i, (c, f) in enumerate(zip(clip_ids.tolist(), frames.tolist())):
         assert np.array_equal(state.joint_pos[i].numpy(), clips[c].joint_pos[f])
         assert np.array_equal(state.body_pos_w[i].numpy(), clips[c].body_pos_w[f])
         assert np.array_equal(state.body_quat_w[i].numpy(), clips[c].body_quat_w[f])
     alpha = 0.3
-    mid = lib.state(torch.tensor([2]), torch.tensor([(17 + alpha) / 60.0]))
+    mid = lib.state(torch.tensor([2]), torch.tensor([(17 + alpha) / 30.0]))
     q0 = torch.from_numpy(clips[2].body_quat_w[17]).double()
     q1 = torch.from_numpy(clips[2].body_quat_w[18]).double()
     qm = mid.body_quat_w[0].double()
@@ -86,7 +89,7 @@ def test_format_is_detected_by_content_not_name(data_dir, tmp_path, g1):
     npz_as_csv = tmp_path / "looks_like.csv"
     shutil.copy(data_dir / "motions/humanoid28/humanoid_walk.npz", npz_as_csv)
     assert detect_format(npz_as_csv) == "isaaclab_amp"
-    assert load_motion(npz_as_csv).num_frames == 154
+    assert load_motion(npz_as_csv).num_frames == 77  # 154 frames at 60 fps, each one twice: 77 at 30 fps
     csv_as_npz = tmp_path / "looks_like.npz"
     shutil.copy(data_dir / "motions/g1/B_HandsUp.csv", csv_as_npz)
     assert detect_format(csv_as_npz) == "csv"
@@ -98,16 +101,41 @@ def test_format_is_detected_by_content_not_name(data_dir, tmp_path, g1):
 
 def test_resampling_lerps_and_slerps(data_dir):
     clip = load_motion(data_dir / "motions/humanoid28/humanoid_run.npz")
-    half = resample(clip, 30.0)
-    assert half.num_frames == 41 and half.fps == 30.0  # 81 intervals of 1/60 s = 1.35 s -> 40 intervals at 30 fps
-    np.testing.assert_array_equal(half.joint_pos, clip.joint_pos[::2][:41])
-    fifty = resample(clip, 50.0)  # frame 1 at 0.02 s = frame 1.2 of the original
+    assert clip.num_frames == 41 and clip.fps == 30.0  # held frames removed (see the next test)
+    half = resample(clip, 15.0)
+    assert half.num_frames == 21 and half.fps == 15.0  # 40 intervals of 1/30 s = 1.33 s -> 20 intervals at 15 fps
+    np.testing.assert_array_equal(half.joint_pos, clip.joint_pos[::2][:21])
+    fifty = resample(clip, 50.0)  # frame 2 at 0.04 s = frame 1.2 of the original
     expected = 0.8 * clip.body_pos_w[1] + 0.2 * clip.body_pos_w[2]
-    np.testing.assert_allclose(fifty.body_pos_w[1], expected, atol=1e-6)
+    np.testing.assert_allclose(fifty.body_pos_w[2], expected, atol=1e-6)
     angle = quat_angle_error(
-        torch.from_numpy(clip.body_quat_w[1]).double(), torch.from_numpy(fifty.body_quat_w[1]).double()
+        torch.from_numpy(clip.body_quat_w[1]).double(), torch.from_numpy(fifty.body_quat_w[2]).double()
     )
     total = quat_angle_error(
         torch.from_numpy(clip.body_quat_w[1]).double(), torch.from_numpy(clip.body_quat_w[2]).double()
     )
     torch.testing.assert_close(angle, 0.2 * total, atol=2e-6, rtol=1e-3)
+
+
+def test_held_frames_are_detected_and_dropped(data_dir):
+    """Isaac Lab's humanoid_amp files hold 30 fps motions at 60 fps, each frame twice: a step-held reference that
+    stutters. Read as what they are; a repeated first or last frame is dropped; clean clips are untouched."""
+    raw = np.load(data_dir / "motions/humanoid28/humanoid_walk.npz")
+    with pytest.warns(UserWarning, match=r"humanoid_walk\.npz: every frame is repeated 2 times: read as 30 fps"):
+        walk = load_motion(data_dir / "motions/humanoid28/humanoid_walk.npz")
+    assert walk.fps == 30.0 and walk.num_frames == 77
+    np.testing.assert_array_equal(walk.body_pos_w, raw["body_positions"][::2])
+    assert held_frames(walk) == (1, 0, 0)
+    clean = load_motion(data_dir / "motions/g1/B_HandsUp.npz", robot=data_dir / "robots/unitree_g1/g1.xml")
+    assert held_frames(clean) == (1, 0, 0) and "held_frames" not in clean.metadata
+    repeats = clean.copy(**{k: np.concatenate((v[:1], v[:1], v, v[-1:])) for k, v in _arrays(clean).items()})
+    assert held_frames(repeats) == (1, 2, 1)
+    trimmed, note = drop_held_frames(repeats)
+    assert note == "the first frame is repeated 2 and the last 1 times: repeats dropped"
+    np.testing.assert_array_equal(trimmed.joint_pos, clean.joint_pos)
+    triple = clean.copy(**{k: np.repeat(v, 3, axis=0) for k, v in _arrays(clean).items()})
+    assert held_frames(triple) == (3, 0, 0) and drop_held_frames(triple)[0].fps == 20.0
+
+
+def _arrays(clip):
+    return {k: getattr(clip, k) for k in ARRAY_FIELDS}

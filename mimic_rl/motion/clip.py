@@ -10,7 +10,7 @@ import numpy as np
 from mimic_rl.errors import MotionFormatError
 from mimic_rl.utils import FPS_RANGE
 
-__all__ = ["FPS_RANGE", "LOOP_MODES", "MotionClip", "MotionFormatError", "check_fps"]
+__all__ = ["LOOP_MODES", "MotionClip", "MotionFormatError", "check_fps", "drop_held_frames", "held_frames"]
 
 LOOP_MODES = ("clamp", "wrap")
 QUAT_NORM_TOLERANCE = 1e-2
@@ -128,6 +128,47 @@ class MotionClip:
         values["metadata"] = dict(self.metadata)
         values.update(changes)
         return MotionClip(**values)
+
+
+def held_frames(clip: MotionClip) -> tuple[int, int, int]:
+    """``(hold, first, last)``: frames that repeat their predecessor exactly are export artifacts.
+
+    ``hold`` > 1 when every run of equal frames has that length (a clip captured at ``fps / hold`` and written with
+    each frame repeated, as Isaac Lab's humanoid_amp clips are: their 60 fps files hold 30 fps motions); ``first`` and
+    ``last`` count repeats of the first and last frames otherwise. All zero for a clean clip.
+    """
+    frames = np.concatenate((clip.joint_pos, clip.body_pos_w.reshape(clip.num_frames, -1)), axis=1)
+    moved = np.abs(np.diff(frames, axis=0)).max(1) > 0  # [T - 1]: frame t+1 differs from frame t
+    if moved.all() or not moved.any():
+        return 1, 0, 0
+    changes = np.nonzero(moved)[0]
+    runs = np.diff(np.concatenate(([-1], changes, [len(moved)])))  # lengths of the runs of equal frames
+    inner = runs[1:-1] if len(runs) > 2 else runs
+    if len(inner) >= 2 and (inner == inner[0]).all() and inner[0] > 1 and runs[0] <= inner[0] and runs[-1] <= inner[0]:
+        return int(inner[0]), 0, 0
+    return 1, int(runs[0]) - 1, int(runs[-1]) - 1
+
+
+def drop_held_frames(clip: MotionClip) -> tuple[MotionClip, str | None]:
+    """``clip`` without repeated frames (see ``held_frames``) and a note saying what was done (None if nothing).
+
+    A held-frame clip becomes its ``fps / hold`` original: a step-held reference stutters (its positions jump every
+    ``hold`` frames) and its finite-difference velocities are wrong, both of which tracking rewards and observations
+    see. Velocities are kept as the file gives them, frame for frame.
+    """
+    hold, first, last = held_frames(clip)
+    if hold > 1:
+        keep = np.arange(0, clip.num_frames, hold)
+        note = f"every frame is repeated {hold} times: read as {clip.fps / hold:g} fps (one frame in {hold})"
+        fps = clip.fps / hold
+    elif first or last:
+        keep = np.arange(first, clip.num_frames - last)
+        note = f"the first frame is repeated {first} and the last {last} times: repeats dropped"
+        fps = clip.fps
+    else:
+        return clip, None
+    changes = {name: getattr(clip, name)[keep] for name in ARRAY_FIELDS}
+    return clip.copy(fps=fps, **changes), note
 
 
 def check_fps(fps: float, where: str) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import io
 import os
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import torch
 
 from mimic_rl.errors import ConfigError
 from mimic_rl.files import PathProblem, path_problem
-from mimic_rl.motion.clip import MotionClip, MotionFormatError, check_fps, normalize_quaternions
+from mimic_rl.motion.clip import MotionClip, MotionFormatError, check_fps, drop_held_frames, normalize_quaternions
 from mimic_rl.motion.kinematics import RobotKinematics
 from mimic_rl.rotations import quat_slerp
 
@@ -163,6 +164,10 @@ def load_motion(
     clip.metadata.setdefault("format", kind)
     clip.metadata["source"] = str(path)
     clip.validate(str(path))
+    clip, note = drop_held_frames(clip)
+    if note is not None:
+        clip.metadata["held_frames"] = note
+        warnings.warn(f"{path}: {note}", UserWarning, stacklevel=2)
     if kin is not None:
         clip = match_robot(clip, kin, str(path))
     if fps is not None:
@@ -366,13 +371,16 @@ def save_motion(clip: MotionClip, path: str | Path) -> Path:
 
 
 def expand_motion_paths(paths: list[str]) -> list[Path]:
-    """Motion files from paths, folders (their .npz and .csv files, sorted) and glob patterns."""
+    """Motion files from paths, folders (their .npz and .csv files, sorted; where a folder holds both ``a.csv`` and
+    ``a.npz``, the npz, which is the converted clip) and glob patterns."""
     out: list[Path] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
             entries = sorted(path.iterdir())
             found = [q for q in entries if q.suffix.lower() in (".npz", ".csv") and not q.name.startswith(".")]
+            npz_stems = {q.stem for q in found if q.suffix.lower() == ".npz"}
+            found = [q for q in found if q.suffix.lower() == ".npz" or q.stem not in npz_stems]  # a.npz over a.csv
             if not found:
                 what = "an empty folder" if not entries else f"a folder of {len(entries)} entries, none .npz or .csv"
                 raise PathProblem(
