@@ -21,6 +21,8 @@ import math
 import os
 import re
 import sys
+import warnings
+from typing import Any
 
 from mimic_rl.commands import (
     cmd_convert,
@@ -165,8 +167,16 @@ def _one_line(message: str) -> int:
     return 2
 
 
+def _show_warning(
+    message: Warning | str, category: type, filename: str, lineno: int, file: Any = None, line: Any = None
+) -> None:
+    """Warnings as one line each (``warning: <message>``), like errors."""
+    print(f"warning: {' '.join(str(message).split())}", file=sys.stderr if file is None else file)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``mimic-rl`` console script: the one error boundary of the command line."""
+    warnings.showwarning = _show_warning
     args = build_parser().parse_args(argv)
     debug = bool(getattr(args, "debug", False)) or os.environ.get("MIMIC_RL_DEBUG", "") not in ("", "0")
     try:

@@ -235,11 +235,15 @@ def _evaluate(
 
 
 def _print_summary(evaluation: dict[str, Any]) -> None:
-    for clip in evaluation["clips"]:
+    """One line per clip (evaluated from its first frame) and, for several clips, the mean."""
+    rows = evaluation["clips"] + ([{"name": "mean", **evaluation["summary"]}] if len(evaluation["clips"]) > 1 else [])
+    for clip in rows:
+        failures = clip.get("failure_times_s") or []
+        where = f", terminations at {min(failures):.1f}-{max(failures):.1f} s" if failures else ""
         print(
-            f"  {clip['name']}: MPJPE {clip['mpjpe_mm']:.1f} mm, root-relative {clip['root_mpjpe_mm']:.1f} mm, "
-            f"joint error {clip['joint_pos_error']:.3f} rad, success {clip['success_rate']:.2f}, episode length "
-            f"{100 * clip['episode_length_fraction']:.0f}% of the clip"
+            f"  {clip['name']}: success {clip['success_rate']:.2f}, global MPJPE {clip['global_mpjpe_mm']:.1f} mm, "
+            f"root-relative MPJPE {clip['root_mpjpe_mm']:.1f} mm, joint error {clip['joint_pos_error']:.3f} rad, "
+            f"episode length {100 * clip['episode_length_fraction']:.0f}% of the clip{where}"
         )
 
 
@@ -266,12 +270,19 @@ def read_eval_json(path: str | Path) -> dict[str, Any]:
         found = f"{exc.msg} at line {exc.lineno}"
         raise UsageError(f"{path}: eval JSON: expected valid JSON, found {found}; {fix}") from None
     clips = evaluation.get("clips") if isinstance(evaluation, dict) else None
-    needed = ("name", "per_body_mpjpe_mm", "over_time", "success_rate", "mpjpe_mm", "root_mpjpe_mm")
+    needed = ("name", "per_body_mpjpe_mm", "over_time", "success_rate", "global_mpjpe_mm", "root_mpjpe_mm")
+    needed += ("num_envs", "duration_s")
     if not isinstance(clips, list) or not clips or not all(isinstance(c, dict) for c in clips):
         raise UsageError(f"{path}: clips: expected a list of evaluated clips, found {type(clips).__name__}; {fix}")
     missing = sorted({k for c in clips for k in needed if k not in c})
     if missing:
         raise UsageError(f"{path}: clips: expected the keys {list(needed)} in every clip, missing {missing}; {fix}")
+    series = ("time_s", "global_mpjpe_mm", "root_mpjpe_mm", "alive")
+    missing = sorted(
+        {k for c in clips for k in series if not isinstance(c["over_time"], dict) or k not in c["over_time"]}
+    )
+    if missing:
+        raise UsageError(f"{path}: over_time: expected the series {list(series)}, missing {missing}; {fix}")
     return evaluation
 
 
@@ -331,7 +342,7 @@ def _print_play(env: Any, actor: Any, policy: Any, steps: int) -> None:
             if step % per_second == 0:
                 s = env.metrics.summary()
                 print(
-                    f"t={step * env.step_dt:5.1f}s  MPJPE {s['mpjpe_mm']:.1f} mm  root-relative "
+                    f"t={step * env.step_dt:5.1f}s  global MPJPE {s['global_mpjpe_mm']:.1f} mm  root-relative "
                     f"{s['root_mpjpe_mm']:.1f} mm  success {s['success_rate']:.2f} ({s['episodes']:.0f} episodes)"
                 )
                 env.metrics.reset()

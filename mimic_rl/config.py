@@ -48,6 +48,11 @@ class RunnerConfig:
     time_budget_s: Annotated[float | None, Range(0)] = None
     """Stop after this many seconds of training (checked after each iteration); None: no limit."""
     save_interval: Annotated[int, Range(1)] = 100
+    eval_interval: Annotated[int, Range(0)] = 0
+    """Every this many iterations, evaluate the policy from each clip's first frame (``eval/*`` in the logs); 0: off.
+    The evaluation after training (``mimic-rl train``) does not depend on it."""
+    eval_envs: Annotated[int, Range(1)] = 8
+    """Envs per clip in those evaluations."""
     seed: Annotated[int, Range(0)] = 0
     device: str = "cpu"
     logger: Literal["tensorboard", "wandb", "none"] = "tensorboard"

@@ -74,7 +74,7 @@ def test_a_mistake_gets_one_line_and_exit_code_2(corpus, case_id, patterns):
     results, paths = corpus
     result = results[case_id]
     assert result["rc"] == 2, _show(result)
-    lines = [line for line in result["stderr"].splitlines() if line.strip()]
+    lines = [line for line in result["stderr"].splitlines() if line.strip() and not line.startswith("warning: ")]
     assert len(lines) == 1 and lines[0].startswith("error: "), _show(result)
     assert "Traceback" not in result["stderr"] + result["stdout"], _show(result)
     for pattern in patterns:

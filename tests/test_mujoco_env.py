@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import mujoco
 import numpy as np
 import pytest
@@ -59,7 +61,7 @@ def test_observation_groups_follow_the_contract(data_dir):
     o, r, d, extras = env.step(torch.zeros(8, A))
     assert r.shape == (8,) and d.dtype == torch.bool and extras["time_outs"].dtype == torch.bool
     assert set(extras["final_observations"].keys()) == set(o.keys())
-    assert {"reward/body_pos", "termination/anchor_height", "metrics/mpjpe_mm"} <= set(extras["log"])
+    assert {"reward/body_pos", "termination/anchor_height", "metrics/global_mpjpe_mm"} <= set(extras["log"])
 
 
 @pytest.mark.parametrize("mode,tolerance", [("start", 1e-4), ("uniform", 5e-3)])
@@ -94,7 +96,22 @@ def test_holding_the_reference_pose_with_zero_action_stands_for_a_second(data_di
         assert all(bool(torch.isfinite(v).all()) for k, v in obs.items() if v.is_floating_point())
     h = env.robot_state().body_pos_w[:, 0, 2]
     assert bool(((h - h0).abs() < 0.05).all()), (h0, h)
-    assert float(env.metrics.summary()["mpjpe_mm"]) < 30.0
+    assert float(env.metrics.summary()["global_mpjpe_mm"]) < 30.0
+
+
+def test_from_the_walks_first_frame_the_robot_moves_with_its_reference(data_dir):
+    """Reference-state initialization at the first frame of the real walk (1.6 m/s) starts the robot at the walk's
+    speed: with feed-forward tracking (zero residual action) its pelvis stays within 15 cm of the reference's for
+    0.2 s (0.11 m measured). Read as a 60 fps clip with every frame twice, the first frame was at rest, and the robot
+    fell 0.32 m behind in the same time."""
+    env = _env(data_dir, sampling_mode="start", action_offset="reference", **CALM)
+    lag = []
+    for _ in range(10):  # 0.2 s
+        _, _, dones, _ = env.step(torch.zeros(8, env.num_actions))
+        assert not bool(dones.any())
+        ref = env.library.state(env.clip_ids, env.obs_time, [0]).body_pos_w[:, 0]
+        lag.append(float((env.robot_state().body_pos_w[:, 0] - ref).norm(dim=-1).max()))
+    assert max(lag) < 0.15, lag
 
 
 def test_time_outs_at_the_episode_limit(data_dir):
@@ -177,11 +194,39 @@ def test_rendering_writes_a_gif_or_says_why_not(data_dir, tmp_path):
         assert image.n_frames == 5 and image.size == (128, 48)  # robot and reference side by side
 
 
+def test_rendering_writes_a_labelled_mp4_whose_camera_follows_the_robot(data_dir, tmp_path):
+    pytest.importorskip("imageio_ffmpeg")
+    import imageio.v2 as imageio
+
+    from mimic_rl.envs.mujoco.render import RenderingUnavailable, render_rollout
+
+    env = _env(data_dir, sampling_mode="start", action_offset="reference")
+    lookats = []
+    from mimic_rl.envs.mujoco import render
+
+    follow = render._follow
+    render._follow = lambda camera, data: (follow(camera, data), lookats.append(camera.lookat.copy()))
+    try:
+        path = render_rollout(env, tmp_path / "rollout.mp4", steps=30, width=160, height=120)
+    except RenderingUnavailable as exc:
+        pytest.skip(f"no OpenGL backend here: {exc}")
+    finally:
+        render._follow = follow
+    frames = imageio.mimread(path)
+    assert len(frames) == 30 and frames[0].shape == (120, 320, 3)
+    assert frames[0][2:12, 2:60].max() > 200  # the white label of the robot panel
+    robot, reference = np.array(lookats[0::2]), np.array(lookats[1::2])  # the panels alternate
+    assert np.linalg.norm(reference[:, :2] - reference[0, :2], axis=1).max() > 0.3  # the walk moves, its camera too
+    assert np.abs(robot - reference).max() > 1e-3  # each panel follows its own body
+
+
 def test_rendering_hands_each_steps_dones_to_on_dones(data_dir, tmp_path, monkeypatch):
     """So that ``mimic-rl play --video`` resets a recurrent policy's state per episode (drawn without OpenGL here)."""
     from mimic_rl.envs.mujoco import render
 
     class Blank:
+        scene = types.SimpleNamespace(flags={})
+
         def update_scene(self, data, camera):
             pass
 

@@ -138,7 +138,7 @@ def test_cli_end_to_end(tmp_path, data_dir):
     evaluation = json.loads((run / "eval.json").read_text())
     clip = evaluation["clips"][0]
     assert clip["name"] == "humanoid_run" and clip["num_envs"] == 2 and 0 <= clip["success_rate"] <= 1
-    assert clip["mpjpe_mm"] > 0 and len(clip["per_body_mpjpe_mm"]) == 15 and clip["over_time"]["mpjpe_mm"]
+    assert clip["global_mpjpe_mm"] > 0 and len(clip["per_body_mpjpe_mm"]) == 15 and clip["over_time"]["global_mpjpe_mm"]
     for png in ("per_body_error.png", "error_over_time.png", "success_per_clip.png", "training_curves.png"):
         assert (run / "plots" / png).stat().st_size > 5000
     assert main(["eval", "--checkpoint", str(checkpoint), "--output", str(tmp_path / "e.json"), "--num-envs", "2"]) == 0

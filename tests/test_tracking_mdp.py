@@ -216,6 +216,9 @@ def test_termination_thresholds(dd):
     ref = t([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0]], dd)
     robot = t([[5.0, 5.0, 1.26], [5.0, 5.0, 0.76]], dd)
     assert tk.anchor_height_termination(ref, robot, 0.25).tolist() == [True, False]
+    lag = t([[0.0, 0.0, 1.0], [0.3, 0.4, 1.0], [0.3, 0.39, 1.0]], dd)  # 0, 0.5 and 0.49 m behind the reference
+    ref3 = t([[0.0, 0.0, 1.0]] * 3, dd)
+    assert tk.anchor_position_termination(ref3, lag, 0.495).tolist() == [False, True, False]
     ref_ee = t([[[0.0, 0.0, 0.1], [0.0, 0.0, 0.1]]] * 3, dd)
     ee = ref_ee + t([[[0, 0, 0.24], [0, 0, -0.24]], [[0, 0, 0.0], [0, 0, -0.26]], [[0, 0, 0.26], [0, 0, 0.0]]], dd)
     assert tk.end_effector_height_termination(ref_ee, ee, 0.25).tolist() == [False, True, True]
@@ -239,6 +242,9 @@ def test_tracking_terminations_combined(dd):
     assert terms["anchor_height"].tolist() == [False, True, False]
     assert terms["ee_height"].tolist() == [False, False, True]
     assert terms["anchor_tilt"].tolist() == [False, False, False]
+    assert "anchor_position" not in terms  # off by default: the robot stands 2.8 m beside its reference here
+    done, terms = tk.tracking_terminations(tk.TerminationConfig(anchor_position=2.5), robot, ref, 1, [0, 2])
+    assert terms["anchor_position"].tolist() == [True, True, True] and done.all()
     done, terms = tk.tracking_terminations(tk.TerminationConfig(anchor_height=None), robot, ref, 1, [0])
     assert set(terms) == {"anchor_tilt", "ee_height"} and done.tolist() == [False, False, False]
 

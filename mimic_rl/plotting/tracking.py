@@ -1,8 +1,13 @@
-"""Matplotlib figures (Agg backend, no display needed) of training logs and evaluation results."""
+"""Matplotlib figures (Agg backend, no display needed) of training logs and evaluation results.
+
+Names match the progress line and ``eval.json``: success (an episode that ends without a termination; in evaluation
+every clip is played from its first frame), global MPJPE (world frame) and root-relative MPJPE.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +19,12 @@ import matplotlib.pyplot as plt
 __all__ = ["plot_eval", "plot_training_curves", "read_metrics"]
 
 CURVES = (
-    ("metrics/root_mpjpe_mm", "root-relative MPJPE (mm)"),
-    ("metrics/mpjpe_mm", "MPJPE (mm)"),
-    ("train/episode_length", "episode length (steps)"),
-    ("train/episode_reward", "episode reward"),
+    ("metrics/global_mpjpe_mm", "global MPJPE (mm)", False),
+    ("metrics/root_mpjpe_mm", "root-relative MPJPE (mm)", False),
+    ("episode/success_rate", "success (training episodes)", False),
+    ("episode/length", "episode length (steps)", False),
+    ("loss/learning_rate", "learning rate", True),
+    ("episode/reward", "episode reward", False),
 )
 
 
@@ -32,13 +39,18 @@ def read_metrics(path: str | Path) -> list[dict[str, float]]:
 
 
 def plot_training_curves(runs: dict[str, list[dict[str, float]]], output: str | Path, x: str = "iteration") -> Path:
-    """Learning curves of one or more runs (``{label: rows}``) against ``iteration``, ``wall`` time or ``samples``."""
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
-    for ax, (key, title) in zip(axes.flat, CURVES):
+    """Learning curves of one or more runs (``{label: rows}``) against ``iteration``, ``wall`` time or ``samples``:
+    global and root-relative MPJPE, success, episode length, learning rate and episode reward."""
+    fig, axes = plt.subplots(2, 3, figsize=(15, 7.5))
+    for ax, (key, title, log) in zip(axes.flat, CURVES):
         for label, rows in runs.items():
-            pts = [(_x(r, x), r[key]) for r in rows if key in r]
+            pts = [(_x(r, x), r[key]) for r in rows if key in r and math.isfinite(r[key])]
             if pts:
-                ax.plot(*zip(*pts), label=label)
+                ax.plot(*zip(*pts), label=label, lw=1.2)
+        if log:
+            ax.set_yscale("log")
+        if key == "episode/success_rate":
+            ax.set_ylim(-0.03, 1.03)
         ax.set_title(title)
         ax.set_xlabel({"iteration": "iteration", "wall": "wall-clock time (min)", "samples": "env steps"}[x])
         ax.grid(alpha=0.3)
@@ -64,11 +76,7 @@ def _save(fig: Any, output: str | Path) -> Path:
     return output
 
 
-def plot_eval(evaluation: dict[str, Any], output_dir: str | Path, run_dir: str | Path | None = None) -> list[Path]:
-    """PNGs of an evaluation (``mimic-rl eval`` JSON) and, when ``run_dir`` has a log, the training curves."""
-    out = Path(output_dir)
-    clips = evaluation["clips"]
-    written = []
+def _per_body(clips: list[dict[str, Any]], out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(11, 4.5))
     width = 0.8 / max(1, len(clips))
     for i, clip in enumerate(clips):
@@ -76,32 +84,59 @@ def plot_eval(evaluation: dict[str, Any], output_dir: str | Path, run_dir: str |
         xs = [j + i * width for j in range(len(bodies))]
         ax.bar(xs, [clip["per_body_mpjpe_mm"][b] for b in bodies], width=width, label=clip["name"])
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(bodies))], bodies, rotation=60, ha="right")
-    ax.set_ylabel("mean position error (mm)")
-    ax.set_title("per-body tracking error")
+    ax.set_ylabel("mean global position error (mm)")
+    ax.set_title("per-body tracking error (evaluation from each clip's start)")
     ax.legend()
     fig.tight_layout()
-    written.append(_save(fig, out / "per_body_error.png"))
+    return _save(fig, out / "per_body_error.png")
 
-    fig, ax = plt.subplots(figsize=(9, 4))
-    for clip in clips:
-        ax.plot(clip["over_time"]["time_s"], clip["over_time"]["mpjpe_mm"], label=clip["name"])
-    ax.set_xlabel("clip time (s)")
-    ax.set_ylabel("MPJPE (mm)")
-    ax.set_title("tracking error over the clip")
-    ax.grid(alpha=0.3)
-    ax.legend()
+
+def _over_time(clips: list[dict[str, Any]], out: Path) -> Path:
+    """Global and root-relative MPJPE over each clip's time, with the envs still alive (a second axis)."""
+    fig, axes = plt.subplots(len(clips), 1, figsize=(10, 3.2 * len(clips)), squeeze=False)
+    for ax, clip in zip(axes[:, 0], clips):
+        t = clip["over_time"]
+        ax.plot(t["time_s"], t["global_mpjpe_mm"], label="global MPJPE", color="tab:blue")
+        ax.plot(t["time_s"], t["root_mpjpe_mm"], label="root-relative MPJPE", color="tab:orange")
+        ax.set_ylabel("mm (envs alive)")
+        ax.set_xlabel("clip time (s)")
+        ax.set_xlim(0, max(clip["duration_s"], t["time_s"][-1] if t["time_s"] else 0))
+        ax.grid(alpha=0.3)
+        alive = ax.twinx()
+        alive.step(t["time_s"], t["alive"], where="post", color="tab:gray", ls="--", label="envs alive")
+        alive.set_ylim(0, clip["num_envs"] * 1.05)
+        alive.set_ylabel("envs alive")
+        for when in clip.get("failure_times_s", []):
+            ax.axvline(when, color="tab:red", alpha=0.25, lw=1)
+        lines = ax.get_legend_handles_labels()[0] + alive.get_legend_handles_labels()[0]
+        ax.legend(lines, [h.get_label() for h in lines], loc="upper left", fontsize=8)
+        ax.set_title(f"{clip['name']}: success {clip['success_rate']:.2f} (red: terminations)")
     fig.tight_layout()
-    written.append(_save(fig, out / "error_over_time.png"))
+    return _save(fig, out / "error_over_time.png")
 
+
+def _success(clips: list[dict[str, Any]], out: Path) -> Path:
+    """Success per clip, each value written on its bar (a zero shows as 0.00 on an empty bar)."""
     fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(clips)), 4))
-    ax.bar([c["name"] for c in clips], [c["success_rate"] for c in clips], color="tab:green")
-    ax.set_ylim(0, 1)
+    names = [c["name"] for c in clips]
+    values = [c["success_rate"] for c in clips]
+    ax.bar(names, values, color="tab:green", edgecolor="black")
+    for i, v in enumerate(values):
+        ax.text(i, v + 0.02, f"{v:.2f}", ha="center", va="bottom", fontsize=10, fontweight="bold")
+    ax.set_ylim(0, 1.15)
+    ax.axhline(0, color="black", lw=1)
     ax.set_ylabel("success rate")
-    ax.set_title("clips tracked to the end")
+    ax.set_title("success: tracked from the clip's start to its end")
     plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
     fig.tight_layout()
-    written.append(_save(fig, out / "success_per_clip.png"))
+    return _save(fig, out / "success_per_clip.png")
 
+
+def plot_eval(evaluation: dict[str, Any], output_dir: str | Path, run_dir: str | Path | None = None) -> list[Path]:
+    """PNGs of an evaluation (``mimic-rl eval`` JSON) and, when ``run_dir`` has a log, the training curves."""
+    out = Path(output_dir)
+    clips = evaluation["clips"]
+    written = [_per_body(clips, out), _over_time(clips, out), _success(clips, out)]
     if run_dir is not None and (Path(run_dir) / "metrics.jsonl").is_file():
         rows = read_metrics(run_dir)
         written.append(plot_training_curves({"mimic_rl": rows}, out / "training_curves.png"))

@@ -2,7 +2,9 @@
 
 Every clip is played from its start by ``num_envs`` envs (reference-state initialization with the configured noise,
 no domain randomization) with the deterministic policy, until each env's first episode ends by termination or at the
-clip's end. Metrics are averaged over the steps each env was alive; success is reaching the clip's end.
+clip's end. Metrics are averaged over the steps each env was alive; success is reaching the clip's end without a
+termination. Per clip it also records the errors over the clip's time with the number of envs still alive, and the
+times at which episodes terminated (where in the clip the policy fails).
 """
 
 from __future__ import annotations
@@ -18,21 +20,28 @@ from mimic_rl.envs.mujoco import DomainRandomization, MujocoTrackingEnv
 from mimic_rl.models.actor_critic import Actor
 from mimic_rl.runners.compat import check_policy_fits_env
 
-__all__ = ["evaluate_policy"]
+__all__ = ["ActorPolicy", "evaluate_policy"]
 
-METRICS = ("mpjpe_mm", "root_mpjpe_mm", "joint_pos_error", "joint_vel_rms_error", "ee_error_mm")
+METRICS = ("global_mpjpe_mm", "root_mpjpe_mm", "joint_pos_error", "joint_vel_rms_error", "ee_error_mm")
 
 
-def _policy(actor: Actor):
-    def act(obs: Any) -> torch.Tensor:
-        return actor(obs["policy"], obs.get("reference", None), obs.get("reference_mask", None))
+class ActorPolicy:
+    """An ``Actor`` as a policy of the observation TensorDict (its deterministic action) with ``reset(dones)``."""
 
-    return act
+    def __init__(self, actor: Actor) -> None:
+        self.actor = actor.eval()
+
+    def __call__(self, obs: Any) -> torch.Tensor:
+        return self.actor(obs["policy"], obs.get("reference", None), obs.get("reference_mask", None))
+
+    def reset(self, dones: torch.Tensor | None = None) -> None:
+        """Zero a recurrent actor's state (where ``dones``; everywhere when None)."""
+        self.actor.reset(dones)
 
 
 @torch.inference_mode()
 def evaluate_policy(
-    actor: Actor,
+    actor: Actor | Any,
     cfg: TrainConfig,
     num_envs: int = 8,
     robot: Any = None,
@@ -41,10 +50,11 @@ def evaluate_policy(
 ) -> dict[str, Any]:
     """Evaluate ``actor`` on every clip of ``cfg.env.motions``; returns a JSON-ready dict.
 
-    ``source`` (the checkpoint path) and ``trained_config`` (its config) describe the policy when it does not fit the
-    env's observations (``CheckpointError``).
+    ``actor`` is this package's ``Actor`` or any policy of the observation TensorDict (a callable with
+    ``reset(dones)``, e.g. an rsl_rl policy in a wrapper). ``source`` (the checkpoint path) and ``trained_config`` (its
+    config) describe an ``Actor`` that does not fit the env's observations (``CheckpointError``).
     """
-    actor = actor.eval()
+    policy = ActorPolicy(actor) if isinstance(actor, Actor) else actor
     env_cfg = copy.deepcopy(cfg.env)
     env_cfg.num_envs = num_envs
     env_cfg.sampling_mode = "start"
@@ -52,52 +62,63 @@ def evaluate_policy(
     env_cfg.randomization = DomainRandomization(enabled=False)
     env_cfg.device = cfg.runner.device
     probe = MujocoTrackingEnv(copy.deepcopy(env_cfg), robot=robot)
-    check_policy_fits_env(actor, probe, source, trained_config or to_dict(cfg))
+    if isinstance(actor, Actor):
+        check_policy_fits_env(actor, probe, source, trained_config or to_dict(cfg))
     clips, body_names = probe.library.clips, probe.tracked
     probe.close()
-    act = _policy(actor)
     results = []
     for clip in clips:
         env_cfg.episode_length_s = max(env_cfg.episode_length_s, clip.duration + 1.0)  # only the clip's end stops it
         env = MujocoTrackingEnv(copy.deepcopy(env_cfg), robot=robot, clips=[clip])
-        clip_steps = max(1, int(clip.duration / env.step_dt))
-        alive = torch.ones(num_envs, dtype=torch.bool)
-        success = torch.zeros(num_envs, dtype=torch.bool)
-        length = torch.zeros(num_envs)
-        sums = {k: torch.zeros(num_envs, dtype=torch.float64) for k in METRICS}
-        body_sum = torch.zeros(len(body_names), dtype=torch.float64)
-        body_count = 0
-        over_time: list[float] = []
-        obs = env.get_observations()
-        actor.reset()  # a recurrent policy starts each clip from a zero state
-        for _ in range(clip_steps + 5):
-            obs, _, dones, extras = env.step(act(obs))
-            actor.reset(dones)
-            tracking = {k: v.cpu() for k, v in extras["tracking"].items()}
-            for k in METRICS:
-                sums[k] += torch.where(alive, tracking[k].double(), 0.0)
-            body_sum += tracking["body_error_mm"][alive].double().sum(0)
-            body_count += int(alive.sum())
-            if bool(alive.any()):
-                over_time.append(float(tracking["mpjpe_mm"][alive].mean()))
-            length += alive.float()
-            ended = alive & dones.cpu()
-            success |= ended & ~tracking["terminated"]
-            alive &= ~dones.cpu()
-            if not bool(alive.any()):
-                break
+        results.append(_evaluate_clip(env, policy, clip, body_names))
         env.close()
-        steps = length.clamp(min=1).double()
-        name = Path(str(clip.metadata.get("source", "clip"))).stem
-        entry = {"name": name, "duration_s": clip.duration, "num_envs": num_envs, "clip_steps": clip_steps}
-        entry.update({k: float((sums[k] / steps).mean()) for k in METRICS})
-        entry["success_rate"] = float(success.float().mean())
-        entry["episode_length"] = float(length.mean())
-        entry["episode_length_fraction"] = float(length.mean()) / clip_steps
-        entry["per_body_mpjpe_mm"] = {b: float(v) for b, v in zip(body_names, body_sum / max(1, body_count))}
-        entry["over_time"] = {"time_s": [i * env.step_dt for i in range(len(over_time))], "mpjpe_mm": over_time}
-        results.append(entry)
     summary = {
         k: sum(r[k] for r in results) / len(results) for k in (*METRICS, "success_rate", "episode_length_fraction")
     }
     return {"clips": results, "summary": summary}
+
+
+def _evaluate_clip(env: MujocoTrackingEnv, policy: Any, clip: Any, body_names: list[str]) -> dict:
+    """Play ``clip`` from its first frame in every env of ``env`` until each env's first episode ends."""
+    n = env.num_envs
+    clip_steps = max(1, int(clip.duration / env.step_dt))
+    alive = torch.ones(n, dtype=torch.bool)
+    success = torch.zeros(n, dtype=torch.bool)
+    length = torch.zeros(n)
+    sums = {k: torch.zeros(n, dtype=torch.float64) for k in METRICS}
+    body_sum = torch.zeros(len(body_names), dtype=torch.float64)
+    body_count = 0
+    over_time: dict[str, list[float]] = {"time_s": [], "global_mpjpe_mm": [], "root_mpjpe_mm": [], "alive": []}
+    failures: list[float] = []
+    obs = env.get_observations()
+    policy.reset()  # a recurrent policy starts each clip from a zero state
+    for step in range(clip_steps + 5):
+        obs, _, dones, extras = env.step(policy(obs))
+        policy.reset(dones)
+        tracking = {k: v.cpu() for k, v in extras["tracking"].items()}
+        for k in METRICS:
+            sums[k] += torch.where(alive, tracking[k].double(), 0.0)
+        body_sum += tracking["body_error_mm"][alive].double().sum(0)
+        body_count += int(alive.sum())
+        over_time["time_s"].append((step + 1) * env.step_dt)
+        over_time["alive"].append(int(alive.sum()))
+        for k in ("global_mpjpe_mm", "root_mpjpe_mm"):
+            over_time[k].append(float(tracking[k][alive].mean()))
+        length += alive.float()
+        ended = alive & dones.cpu()
+        success |= ended & ~tracking["terminated"]
+        failures += [(step + 1) * env.step_dt] * int((ended & tracking["terminated"]).sum())
+        alive &= ~dones.cpu()
+        if not bool(alive.any()):
+            break
+    steps = length.clamp(min=1).double()
+    name = Path(str(clip.metadata.get("source", "clip"))).stem
+    entry = {"name": name, "duration_s": clip.duration, "num_envs": n, "clip_steps": clip_steps}
+    entry.update({k: float((sums[k] / steps).mean()) for k in METRICS})
+    entry["success_rate"] = float(success.float().mean())
+    entry["episode_length"] = float(length.mean())
+    entry["episode_length_fraction"] = float(length.mean()) / clip_steps
+    entry["failure_times_s"] = failures
+    entry["per_body_mpjpe_mm"] = {b: float(v) for b, v in zip(body_names, body_sum / max(1, body_count))}
+    entry["over_time"] = over_time
+    return entry

@@ -69,7 +69,8 @@ class RunLogger:
             self.wandb.log(clean, step=iteration)
 
     def print_line(self, iteration: int, total: int, scalars: dict[str, float], eta_s: float) -> None:
-        """One console line: iteration, steps/s, reward, episode length, tracking metrics, ETA."""
+        """One console line: iteration, steps/s, episode reward, length and success (ended without a termination),
+        global and root-relative MPJPE, learning rate, ETA."""
         if not self.enabled:
             return
 
@@ -78,10 +79,11 @@ class RunLogger:
             return format(value, fmt) if value is not None and math.isfinite(value) else "-"
 
         print(
-            f"it {iteration:5d}/{total}  {get('perf/steps_per_s', '7.0f')} steps/s  "
-            f"reward {get('train/episode_reward', '8.3f')}  ep len {get('train/episode_length', '6.1f')}  "
-            f"MPJPE {get('metrics/mpjpe_mm', '6.1f')} mm  root-rel {get('metrics/root_mpjpe_mm', '6.1f')} mm  "
-            f"success {get('train/success_rate', '4.2f')}  ETA {format_duration(eta_s)}",
+            f"it {iteration:5d}/{total}  {get('perf/steps_per_s', '6.0f')} steps/s  "
+            f"reward {get('episode/reward', '7.3f')}  ep len {get('episode/length', '5.1f')}  "
+            f"success {get('episode/success_rate', '4.2f')}  global MPJPE {get('metrics/global_mpjpe_mm', '5.1f')} mm  "
+            f"root-rel MPJPE {get('metrics/root_mpjpe_mm', '5.1f')} mm  lr {get('loss/learning_rate', '.1e')}  "
+            f"ETA {format_duration(eta_s)}",
             flush=True,
         )
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import random
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from mimic_rl.runners.checkpoint import (
     save_checkpoint,
 )
 from mimic_rl.runners.compat import check_checkpoint_fits
+from mimic_rl.runners.episodes import EpisodeStats
 from mimic_rl.runners.logging import RunLogger
 from mimic_rl.utils import check_device
 
@@ -78,11 +78,7 @@ class OnPolicyRunner:
         self.iteration = 0
         self.total_steps = 0
         self.total_time = 0.0
-        n = self.env.num_envs
-        self._episode_reward = torch.zeros(n, device=self.device)
-        self._episode_length = torch.zeros(n, device=self.device)
-        self._rewards: deque[float] = deque(maxlen=200)
-        self._lengths: deque[float] = deque(maxlen=200)
+        self.episodes = EpisodeStats(self.env.num_envs, self.device)
 
     def _build_algorithm(self, obs: Any) -> Any:
         """MMPPO, its models and storage from the config."""
@@ -123,6 +119,9 @@ class OnPolicyRunner:
                 obs, last = self._iteration(obs, start_iteration, total, start_time)
                 if self.iteration % self.cfg.runner.save_interval == 0:
                     self._save_iteration()
+                interval = self.cfg.runner.eval_interval
+                if interval and self.iteration % interval == 0:
+                    last.update(self.evaluate_from_start())
                 if budget is not None and time.time() - start_time >= budget:
                     break
         except KeyboardInterrupt:  # Ctrl-C: keep what was learned (models of the last finished iteration)
@@ -137,7 +136,6 @@ class OnPolicyRunner:
         """Collect one rollout, update, count and log; returns (the next observations, the logged scalars)."""
         t0 = time.time()
         logs: dict[str, torch.Tensor] = {}
-        ended_terminated: list[bool] = []
         with torch.inference_mode():
             for _ in range(self.cfg.runner.num_steps_per_env):
                 actions = self.alg.act(obs)
@@ -145,7 +143,7 @@ class OnPolicyRunner:
                 self.alg.process_env_step(obs, rewards, dones, extras)
                 for key, value in extras.get("log", {}).items():
                     logs[key] = logs.get(key, 0.0) + value
-                self._track_episodes(rewards, dones, extras, ended_terminated)
+                self.episodes.step(rewards, dones, extras.get("time_outs"), extras.get("termination_terms"))
             self.alg.compute_returns(obs)
         collect_time = time.time() - t0
         losses = self.alg.update()
@@ -154,10 +152,36 @@ class OnPolicyRunner:
         steps = self.env.num_envs * self.cfg.runner.num_steps_per_env
         self.total_steps += steps * (self.multi_gpu.world_size if self.multi_gpu else 1)
         self.total_time += time.time() - t0
-        scalars = self._log(
-            logs, losses, ended_terminated, steps, collect_time, learn_time, start_iteration, total, start_time
-        )
+        scalars = self._log(logs, losses, steps, collect_time, learn_time, start_iteration, total, start_time)
         return obs, scalars
+
+    def evaluate_from_start(self) -> dict[str, float]:
+        """Evaluate the current policy from each clip's first frame (``runner.eval_envs`` envs per clip), log the mean
+        success and global / root-relative MPJPE as ``eval/*`` and return them (main rank only; {} for envs without
+        a motion library)."""
+        if not self.is_main or not hasattr(self.env, "library"):
+            return {}
+        from mimic_rl.runners.evaluation import evaluate_policy
+
+        policy = self.alg.get_policy()
+        hidden = policy.memory.hidden if policy.memory is not None else None
+        rng = capture_rng_state()  # evaluating leaves training's random streams as they were (bitwise resume)
+        summary = evaluate_policy(policy, self.cfg, num_envs=self.cfg.runner.eval_envs)["summary"]
+        restore_rng_state(rng)
+        if policy.memory is not None:
+            policy.memory.hidden = hidden  # the collection-time state of a recurrent policy
+        self.alg.train_mode()
+        keys = ("success_rate", "global_mpjpe_mm", "root_mpjpe_mm", "episode_length_fraction")
+        scalars = {f"eval/{k}": float(summary[k]) for k in keys}
+        scalars["perf/total_steps"] = self.total_steps
+        self.logger.log(self.iteration, scalars)
+        print(
+            f"eval from the clips' start at iteration {self.iteration} ({self.total_steps / 1e6:.2f} M env steps): "
+            f"success {scalars['eval/success_rate']:.2f}, global MPJPE {scalars['eval/global_mpjpe_mm']:.1f} mm, "
+            f"root-relative MPJPE {scalars['eval/root_mpjpe_mm']:.1f} mm",
+            flush=True,
+        )
+        return scalars
 
     def _save_iteration(self) -> Path | None:
         """``model_<iteration>.pt`` on the main rank, unless this iteration is saved already."""
@@ -166,20 +190,7 @@ class OnPolicyRunner:
         self._saved_iteration = self.iteration
         return self.save(self.log_dir / f"model_{self.iteration}.pt")
 
-    def _track_episodes(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict, terminated: list) -> None:
-        self._episode_reward += rewards
-        self._episode_length += 1
-        if bool(dones.any()):
-            ids = dones.nonzero().squeeze(-1)
-            self._rewards.extend(self._episode_reward[ids].tolist())
-            self._lengths.extend(self._episode_length[ids].tolist())
-            time_outs = extras.get("time_outs")
-            if time_outs is not None:
-                terminated.extend((~time_outs[ids]).tolist())
-            self._episode_reward[ids] = 0.0
-            self._episode_length[ids] = 0.0
-
-    def _log(self, logs, losses, terminated, steps, collect_time, learn_time, start_iteration, total, start_time):
+    def _log(self, logs, losses, steps, collect_time, learn_time, start_iteration, total, start_time):
         t = self.cfg.runner.num_steps_per_env
         scalars = {f"env/{k}" if "/" not in k else k: float(v) / t for k, v in logs.items()}
         scalars.update({f"loss/{k}": v for k, v in losses.items()})
@@ -189,11 +200,7 @@ class OnPolicyRunner:
         scalars["perf/learning_time"] = learn_time
         scalars["perf/total_steps"] = self.total_steps
         scalars["perf/wall_time"] = self.total_time
-        if self._rewards:
-            scalars["train/episode_reward"] = float(np.mean(self._rewards))
-            scalars["train/episode_length"] = float(np.mean(self._lengths))
-        if terminated:
-            scalars["train/success_rate"] = 1.0 - float(np.mean(terminated))
+        scalars.update(self.episodes.pop())
         done = self.iteration - start_iteration
         per_iteration = (time.time() - start_time) / max(1, done)
         remaining = total - done
@@ -227,7 +234,7 @@ class OnPolicyRunner:
             config=to_dict(self.cfg),
             rng=capture_rng_state(),
             algorithm_runtime=self.alg.runtime_state_dict(),
-            runner={"episode_reward": self._episode_reward.clone(), "episode_length": self._episode_length.clone()},
+            runner=self.episodes.state_dict(),
         )
         if hasattr(self.env, "state_dict"):
             state["env_state"] = self.env.state_dict()
@@ -265,8 +272,7 @@ class OnPolicyRunner:
             if "env_state" in state and hasattr(self.env, "load_state_dict"):
                 self.env.load_state_dict(state["env_state"])
             if "runner" in state:
-                self._episode_reward.copy_(state["runner"]["episode_reward"])
-                self._episode_length.copy_(state["runner"]["episode_length"])
+                self.episodes.load_state_dict(state["runner"])
             if "rng" in state:
                 restore_rng_state(state["rng"])
         return state

@@ -159,6 +159,7 @@ class MujocoTrackingEnv:
             scale = 0.25 * m.actuator_forcerange[:, 1] / m.actuator_gainprm[:, 0]
         else:
             scale = np.full(m.nu, float(self.robot.action_scale))
+        scale = scale * self.cfg.action_scale_factor
         self.action_scale = torch.tensor(scale, dtype=torch.float32, device=dev)
         b, j = len(names), m.nu
         self._sensor = {"body": slice(sensor_adr, sensor_adr + 13 * b)}
@@ -294,6 +295,7 @@ class MujocoTrackingEnv:
             "values": values,
             "log": log,
             "body_error_mm": 1000.0 * (robot.body_pos_w - ref.body_pos_w).norm(dim=-1),
+            "termination_terms": term_terms,
             "obs": self._observation_groups(robot, future, actions),  # the action just applied is the "last action"
         }
         if self._resets_in_graph:  # compiled: for every env, so that no reset step needs eager work (fixed shapes)
@@ -405,6 +407,7 @@ class MujocoTrackingEnv:
             "time_outs": time_outs,
             "log": out["log"],
             "tracking": {"terminated": terminated, "body_error_mm": out["body_error_mm"], **values},
+            "termination_terms": out["termination_terms"],
             "final_observations": obs,
         }
         self.last_actions = out["last_actions"]

@@ -39,6 +39,7 @@ from mimic_rl.tasks.tracking.state import BodyState
 from mimic_rl.tasks.tracking.terminations import (
     TerminationConfig,
     anchor_height_termination,
+    anchor_position_termination,
     anchor_tilt_termination,
     end_effector_height_termination,
     tracking_terminations,
@@ -55,6 +56,7 @@ __all__ = [
     "anchor_height_termination",
     "anchor_orientation_reward",
     "anchor_position_reward",
+    "anchor_position_termination",
     "anchor_tilt_termination",
     "body_angular_velocity_reward",
     "body_linear_velocity_reward",

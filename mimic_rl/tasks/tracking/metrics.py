@@ -55,10 +55,11 @@ def tracking_metrics(
 ) -> dict[str, torch.Tensor]:
     """All per-env metrics of this module, ``{name: [N]}``, for bodies listed alike in ``robot`` and ``ref``.
 
-    Keys: ``mpjpe_mm, root_mpjpe_mm, joint_pos_error, joint_vel_rms_error`` and, with end effectors, ``ee_error_mm``.
+    Keys: ``global_mpjpe_mm`` (world frame), ``root_mpjpe_mm`` (root-relative), ``joint_pos_error``,
+    ``joint_vel_rms_error`` and, with end effectors, ``ee_error_mm``.
     """
     out = {
-        "mpjpe_mm": mpjpe(ref.body_pos_w, robot.body_pos_w),
+        "global_mpjpe_mm": mpjpe(ref.body_pos_w, robot.body_pos_w),
         "root_mpjpe_mm": root_relative_mpjpe(ref.body_pos_w, robot.body_pos_w, root),
         "joint_pos_error": joint_position_error(ref.joint_pos, robot.joint_pos),
         "joint_vel_rms_error": joint_velocity_rms_error(ref.joint_vel, robot.joint_vel),

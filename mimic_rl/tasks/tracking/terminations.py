@@ -15,6 +15,7 @@ from mimic_rl.utils import Range
 __all__ = [
     "TerminationConfig",
     "anchor_height_termination",
+    "anchor_position_termination",
     "anchor_tilt_termination",
     "end_effector_height_termination",
     "tracking_terminations",
@@ -26,6 +27,18 @@ def anchor_height_termination(
 ) -> torch.Tensor:
     """``|z_ref - z| > threshold`` for anchor positions ``[N, 3]`` -> bool ``[N]`` (BeyondMimic ``anchor_pos``)."""
     return (ref_anchor_pos_w[..., 2] - anchor_pos_w[..., 2]).abs() > threshold
+
+
+def anchor_position_termination(
+    ref_anchor_pos_w: torch.Tensor, anchor_pos_w: torch.Tensor, threshold: float
+) -> torch.Tensor:
+    """``|p_ref - p| > threshold`` (world frame, all three axes) for anchor positions ``[N, 3]`` -> bool ``[N]``.
+
+    The robot lost the reference's root: it lags behind (or runs ahead of) the motion. BeyondMimic checks the height
+    alone (``anchor_height_termination``); a robot that drifts in the plane then keeps its episode, and its global
+    error grows without bound.
+    """
+    return (ref_anchor_pos_w - anchor_pos_w).norm(dim=-1) > threshold
 
 
 def anchor_tilt_termination(
@@ -58,6 +71,8 @@ class TerminationConfig:
     """
 
     anchor_height: Annotated[float | None, Range(0, low_exclusive=True)] = 0.25
+    anchor_position: Annotated[float | None, Range(0, low_exclusive=True)] = None
+    """Metres of anchor position error (all axes) that end an episode; None: off (BeyondMimic checks height only)."""
     anchor_tilt: Annotated[float | None, Range(0, low_exclusive=True)] = 0.8
     ee_height: Annotated[float | None, Range(0, low_exclusive=True)] = 0.25
 
@@ -72,12 +87,17 @@ def tracking_terminations(
     """Whether each env terminates, bool ``[N]``, and each enabled term ``{name: bool [N]}``.
 
     ``robot`` and ``ref`` list the same bodies; ``anchor`` and ``ee_indices`` index that list. Term names:
-    ``anchor_height, anchor_tilt, ee_height``. Time-outs are the caller's business (they truncate, not terminate).
+    ``anchor_height, anchor_position, anchor_tilt, ee_height``. Time-outs are the caller's business (they truncate,
+    not terminate).
     """
     terms: dict[str, torch.Tensor] = {}
     if cfg.anchor_height is not None:
         terms["anchor_height"] = anchor_height_termination(
             ref.body_pos_w[..., anchor, :], robot.body_pos_w[..., anchor, :], cfg.anchor_height
+        )
+    if cfg.anchor_position is not None:
+        terms["anchor_position"] = anchor_position_termination(
+            ref.body_pos_w[..., anchor, :], robot.body_pos_w[..., anchor, :], cfg.anchor_position
         )
     if cfg.anchor_tilt is not None:
         terms["anchor_tilt"] = anchor_tilt_termination(

@@ -1,0 +1,74 @@
+"""Success means one thing: an episode that ends without a termination (at its clip's end or the episode limit), in
+training logs and in evaluation (from each clip's first frame); termination causes are counted separately."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mimic_rl.config import load_config
+from mimic_rl.envs.mujoco import DomainRandomization, MujocoTrackingEnv
+from mimic_rl.envs.mujoco.robots import humanoid28_config
+from mimic_rl.motion import RobotKinematics, SyntheticMotionConfig, save_motion, synthetic_clip
+from mimic_rl.runners import OnPolicyRunner
+from mimic_rl.runners.episodes import EpisodeStats
+from mimic_rl.runners.evaluation import evaluate_policy
+from mimic_rl.tasks.tracking import TerminationConfig
+
+
+def test_episode_stats_count_success_and_causes_by_hand():
+    stats = EpisodeStats(3, "cpu")
+    no = torch.zeros(3, dtype=torch.bool)
+    stats.step(torch.tensor([1.0, 2.0, 3.0]), no, no, {"height": no, "tilt": no})
+    dones, time_outs = torch.tensor([True, True, False]), torch.tensor([True, False, False])
+    causes = {"height": torch.tensor([False, True, False]), "tilt": torch.tensor([False, True, True])}
+    stats.step(torch.tensor([1.0, 1.0, 1.0]), dones, time_outs, causes)
+    out = stats.pop()
+    assert out == {
+        "episode/count": 2.0,
+        "episode/success_rate": 0.5,  # env 0 timed out, env 1 terminated
+        "episode/reward": 2.5,  # (1 + 1 + 2 + 1) / 2
+        "episode/length": 2.0,
+        "episode/termination/height": 0.5,
+        "episode/termination/tilt": 0.5,  # env 2's tilt does not count: its episode did not end
+    }
+    assert stats.pop() == {}  # nothing ended since
+    assert stats.episode_reward.tolist() == [0.0, 0.0, 4.0]
+
+
+def _cfg(termination: TerminationConfig):
+    cfg = load_config("tracking_ppo")
+    cfg.runner.num_steps_per_env, cfg.runner.logger, cfg.runner.time_budget_s = 25, "none", None
+    cfg.env.num_envs = 4
+    cfg.env.termination = termination
+    cfg.env.randomization = DomainRandomization(enabled=False)
+    cfg.env.episode_length_s = 10.0
+    cfg.algorithm.update(num_mini_batches=1, num_learning_epochs=1)
+    cfg.actor.update(hidden_dims=[16], init_noise_std=0.01)
+    cfg.critic.update(hidden_dims=[16])
+    return cfg
+
+
+@pytest.mark.parametrize(
+    "termination, expected, cause",
+    [
+        (TerminationConfig(anchor_height=None, anchor_tilt=None, ee_height=None), 1.0, None),  # nothing can fail
+        (TerminationConfig(anchor_height=1e-9, anchor_tilt=None, ee_height=None), 0.0, "anchor_height"),  # all fail
+    ],
+)
+def test_training_logs_and_evaluation_agree_on_success(termination, expected, cause, tmp_path):
+    kin = RobotKinematics(humanoid28_config().mjcf)
+    clip = synthetic_clip(kin, SyntheticMotionConfig(duration=0.4, fps=50.0, amplitude=0.0))  # 20 steps, standing
+    cfg = _cfg(termination)
+    cfg.env.sampling_mode = "start"
+    runner = OnPolicyRunner(cfg, log_dir=None, env=MujocoTrackingEnv(cfg.env, clips=[clip]))
+    logs = runner.learn(1)
+    assert logs["episode/count"] >= 4 and logs["episode/success_rate"] == expected
+    if cause is not None:
+        assert logs[f"episode/termination/{cause}"] == 1.0
+    else:
+        assert not [k for k in logs if k.startswith("episode/termination/")]
+    cfg.env.motions = [str(save_motion(clip, tmp_path / "standing.npz"))]
+    evaluation = evaluate_policy(runner.alg.actor, cfg, num_envs=4)
+    assert evaluation["clips"][0]["success_rate"] == expected
+    assert len(evaluation["clips"][0]["failure_times_s"]) == (4 if expected == 0.0 else 0)
