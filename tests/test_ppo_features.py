@@ -28,6 +28,22 @@ def test_a_non_finite_mini_batch_is_skipped_and_counted():
     assert all(torch.isfinite(p).all() for p in alg.actor.parameters())
 
 
+def test_a_critic_learning_rate_of_its_own_is_not_scheduled():
+    """The adaptive KL schedule moves the actor's rate; a critic with its own rate keeps it (by default both share
+    one rate, as in rsl_rl)."""
+    alg, env, obs = make(critic_learning_rate=3e-4, learning_rate=1e-5, desired_kl=1e-9)  # KL is always too high
+    rollout(alg, env, obs, 24)
+    alg.update()
+    actor, critic = alg.optimizer.param_groups
+    assert actor["lr"] == 1e-5 and critic["lr"] == 3e-4  # the actor's rate sits at its floor, the critic's is kept
+    assert {id(p) for p in critic["params"]} == {id(p) for p in alg.critic.parameters()}
+    shared, env, obs = make(learning_rate=1e-3, desired_kl=1e-9)
+    rollout(shared, env, obs, 24)
+    shared.update()
+    assert [g["lr"] for g in shared.optimizer.param_groups] == [shared.learning_rate] * 2
+    assert shared.learning_rate < 1e-3
+
+
 def test_consecutive_non_finite_batches_raise_naming_the_term():
     alg, env, obs = make()
     rollout(alg, env, obs, 24)

@@ -1,14 +1,16 @@
-"""Side by side: the default tracking task trained by mimic_rl and by rsl_rl's OnPolicyRunner, same wall-clock budget.
+"""Side by side: a tracking task trained by mimic_rl and by rsl_rl's OnPolicyRunner on the same env and env-step
+budget, both judged by evaluation from each clip's first frame.
 
-rsl_rl trains the same env (the default config's MuJoCo tracking env) through a thin wrapper that flattens the
-reference groups (rsl_rl's MLPModel takes 1-D groups): its actor sees ``policy + reference`` and its critic ``critic +
-critic_reference`` (rsl_rl's obs_groups mapping). Hyperparameters are matched: PPO settings, hidden sizes,
-activation, initial std and observation normalization. mimic_rl's curve comes from an existing run folder (its
-``metrics.jsonl``) or is trained here. Both record the root-relative MPJPE of every iteration with wall-clock time
-and env steps; the script plots both against time and samples in one PNG and prints the ratio of times to reach the
-same MPJPE.
+rsl_rl trains the same env (the config's MuJoCo tracking env) through a thin wrapper that flattens the reference
+groups (rsl_rl's MLPModel takes 1-D groups): its actor sees ``policy + reference`` and its critic ``critic +
+critic_reference`` (rsl_rl's obs_groups mapping), with the config's PPO settings, hidden sizes, activation, initial
+std and observation normalization. Every ``--eval-every`` env steps both policies are evaluated the same way
+(``mimic_rl.runners.evaluation``: the deterministic policy, every clip from its first frame, no randomization). The
+script prints the env steps each needs to reach the target (success and global MPJPE) and their ratio, writes both
+curves as JSON lines and plots them.
 
-    python tools/compare_rsl_rl.py --ours runs/bench_default_20min --budget 1200 --output docs/img/vs_rsl_rl.png
+    python tools/compare_rsl_rl.py --motion $MIMIC_RL_DATA/motions/humanoid28/humanoid_walk.npz --num-envs 256 \\
+        --steps 10e6 --eval-every 0.5e6 --output docs/img/walk_vs_rsl_rl.png
 """
 
 from __future__ import annotations
@@ -19,29 +21,29 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from tensordict import TensorDict
 
-from mimic_rl.cli import resolve_motion
+from mimic_rl.commands import resolve_motion
 from mimic_rl.config import load_config
 from mimic_rl.envs.mujoco import MujocoTrackingEnv
-from mimic_rl.plotting import read_metrics
+from mimic_rl.runners import OnPolicyRunner
+from mimic_rl.runners.evaluation import evaluate_policy
 
-METRIC = "metrics/root_mpjpe_mm"
+
+def _flat(obs: TensorDict) -> TensorDict:
+    """The groups rsl_rl's MLPs read, 1-D: policy, reference, critic, critic_reference."""
+    groups = {k: obs[k].flatten(1) for k in ("policy", "reference", "critic", "critic_reference")}
+    return TensorDict(groups, batch_size=obs.batch_size)
 
 
 class FlatReferenceEnv:
-    """The tracking env as rsl_rl sees it: 1-D observation groups; records MPJPE per rsl_rl iteration."""
+    """The tracking env as rsl_rl sees it: 1-D observation groups, ``time_outs`` and ``log`` extras."""
 
-    def __init__(self, env: MujocoTrackingEnv, steps_per_iteration: int) -> None:
+    def __init__(self, env: MujocoTrackingEnv) -> None:
         self.env = env
         self.num_envs, self.num_actions = env.num_envs, env.num_actions
         self.max_episode_length, self.device, self.cfg = env.max_episode_length, env.device, {}
-        self.steps_per_iteration = steps_per_iteration
-        self.rows: list[dict[str, float]] = []
-        self._sum, self._count, self._steps = 0.0, 0, 0
-        self._start = time.time()
 
     @property
     def episode_length_buf(self) -> torch.Tensor:
@@ -51,34 +53,25 @@ class FlatReferenceEnv:
     def episode_length_buf(self, value: torch.Tensor) -> None:
         self.env.episode_length_buf = value
 
-    def _flat(self, obs: TensorDict) -> TensorDict:
-        groups = {
-            "policy": obs["policy"],
-            "reference": obs["reference"].flatten(1),
-            "critic": obs["critic"],
-            "critic_reference": obs["critic_reference"].flatten(1),
-        }
-        return TensorDict(groups, batch_size=[self.num_envs])
-
     def get_observations(self) -> TensorDict:
-        return self._flat(self.env.get_observations())
+        return _flat(self.env.get_observations())
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict[str, Any]]:
         obs, rewards, dones, extras = self.env.step(actions)
-        self._sum += float(extras["log"][METRIC])
-        self._count += 1
-        self._steps += self.num_envs
-        if self._count == self.steps_per_iteration:
-            self.rows.append(
-                {
-                    "iteration": len(self.rows) + 1,
-                    METRIC: self._sum / self._count,
-                    "perf/wall_time": time.time() - self._start,
-                    "perf/total_steps": self._steps,
-                }
-            )
-            self._sum, self._count = 0.0, 0
-        return self._flat(obs), rewards, dones, {"time_outs": extras["time_outs"], "log": extras["log"]}
+        return _flat(obs), rewards, dones, {"time_outs": extras["time_outs"], "log": extras["log"]}
+
+
+class RslRlPolicy:
+    """rsl_rl's inference policy as a policy of this package's observation TensorDict (for ``evaluate_policy``)."""
+
+    def __init__(self, runner: Any) -> None:
+        self.policy = runner.get_inference_policy()
+
+    def __call__(self, obs: TensorDict) -> torch.Tensor:
+        return self.policy(_flat(obs))
+
+    def reset(self, dones: torch.Tensor | None = None) -> None:
+        """Feed-forward: nothing to reset."""
 
 
 def rsl_rl_config(cfg: Any) -> dict[str, Any]:
@@ -105,13 +98,8 @@ def rsl_rl_config(cfg: Any) -> dict[str, Any]:
         "activation": cfg.actor.get("activation", "elu"),
         "obs_normalization": True,
     }
-    actor = {
-        **model,
-        "distribution_cfg": {
-            "class_name": "GaussianDistribution",
-            "init_std": float(cfg.actor.get("init_noise_std", 1.0)),
-        },
-    }
+    std = float(cfg.actor.get("init_noise_std", 1.0))
+    actor = {**model, "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": std}}
     return {
         "num_steps_per_env": cfg.runner.num_steps_per_env,
         "save_interval": 10**9,
@@ -124,96 +112,156 @@ def rsl_rl_config(cfg: Any) -> dict[str, Any]:
     }
 
 
-def train_rsl_rl(budget_s: float, log: Path, config: str) -> list[dict[str, float]]:
-    """Train rsl_rl on the default env for ``budget_s`` seconds; returns its per-iteration rows."""
-    from rsl_rl.runners import OnPolicyRunner
+def _row(label: str, steps: int, start: float, cfg: Any, policy: Any, eval_envs: int) -> dict[str, Any]:
+    summary = evaluate_policy(policy, cfg, num_envs=eval_envs)["summary"]
+    row = {"library": label, "env_steps": steps, "wall_s": time.time() - start, **summary}
+    print(
+        f"{label:8s} {steps / 1e6:6.2f} M steps ({row['wall_s'] / 60:5.1f} min): "
+        f"success {summary['success_rate']:.2f}, global MPJPE {summary['global_mpjpe_mm']:6.1f} mm, "
+        f"root-relative {summary['root_mpjpe_mm']:5.1f} mm",
+        flush=True,
+    )
+    return row
 
-    cfg = load_config(config)
-    cfg.env.motions = [resolve_motion(m) for m in cfg.env.motions]
+
+def train(
+    library: str,
+    cfg: Any,
+    steps: float,
+    every: float,
+    eval_envs: int,
+    log_dir: Path | None,
+    target: Any = None,
+    log: Path | None = None,
+) -> list[dict]:
+    """Train ``library`` (``mimic_rl`` or ``rsl_rl``) for ``steps`` env steps; rows of evaluations from the start.
+
+    ``target``, when given, is a predicate on an evaluation row that ends training early once it holds; ``log``, a
+    JSON-lines file each row is appended to as soon as it is measured."""
+    per_iteration = cfg.env.num_envs * cfg.runner.num_steps_per_env
+    chunk = max(1, round(every / per_iteration))
     torch.manual_seed(cfg.runner.seed)
-    env = FlatReferenceEnv(MujocoTrackingEnv(cfg.env), cfg.runner.num_steps_per_env)
-    runner = OnPolicyRunner(env, rsl_rl_config(cfg), log_dir=None, device=cfg.runner.device)
-    start = time.time()
-    while time.time() - start < budget_s:
-        runner.learn(1)
-        if env.rows and len(env.rows) % 50 == 0:
-            print(f"rsl_rl it {len(env.rows)}: {env.rows[-1][METRIC]:.1f} mm after {time.time() - start:.0f} s")
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text("\n".join(json.dumps(r) for r in env.rows) + "\n")
-    return env.rows
-
-
-def smooth(values: np.ndarray, window: int = 20) -> np.ndarray:
-    """Trailing moving average."""
-    out = np.empty_like(values)
-    for i in range(len(values)):
-        out[i] = values[max(0, i - window + 1) : i + 1].mean()
-    return out
-
-
-def time_to(rows: list[dict[str, float]], threshold: float, key: str = "perf/wall_time") -> float | None:
-    """The x (time or samples) from which on the smoothed MPJPE stays at or below ``threshold``.
-
-    "Stays" matters: right after reference-state initialization the error is small, so the very first iterations
-    are below any threshold before the policy has learned anything.
-    """
-    y = smooth(np.array([r[METRIC] for r in rows]))
-    above = np.nonzero(y > threshold)[0]
-    if len(above) == 0:
-        return rows[0][key]
-    last = int(above[-1]) + 1
-    return None if last >= len(rows) else rows[last][key]
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ours", type=Path, required=True, help="a mimic_rl run folder (metrics.jsonl)")
-    parser.add_argument("--rsl-log", type=Path, help="reuse an rsl_rl log written by an earlier run of this script")
-    parser.add_argument("--budget", type=float, default=1200.0)
-    parser.add_argument("--config", default="tracking_ppo")
-    parser.add_argument("--output", type=Path, default=Path("docs/img/vs_rsl_rl.png"))
-    args = parser.parse_args()
-    ours = read_metrics(args.ours)
-    if args.rsl_log is not None:
-        theirs = [json.loads(line) for line in args.rsl_log.read_text().splitlines() if line.strip()]
+    if library == "mimic_rl":
+        runner = OnPolicyRunner(cfg, log_dir=log_dir)
+        learn = runner.learn
+        policy = runner.alg.get_policy
     else:
-        theirs = train_rsl_rl(args.budget, args.output.with_suffix(".rsl_rl.jsonl"), args.config)
-    final_ours = smooth(np.array([r[METRIC] for r in ours]))[-1]
-    final_theirs = smooth(np.array([r[METRIC] for r in theirs]))[-1]
-    threshold = max(final_ours, final_theirs)  # an MPJPE both reached
+        from rsl_rl.runners import OnPolicyRunner as RslRlRunner
+
+        runner = RslRlRunner(FlatReferenceEnv(MujocoTrackingEnv(cfg.env)), rsl_rl_config(cfg), None, cfg.runner.device)
+        learn = runner.learn  # rsl_rl continues from where it stopped (its current_learning_iteration)
+
+        def policy() -> RslRlPolicy:
+            return RslRlPolicy(runner)
+
+    start, done, rows = time.time(), 0, []
+    while done * per_iteration < steps:
+        learn(chunk)
+        done += chunk
+        rows.append(_row(library, done * per_iteration, start, cfg, policy(), eval_envs))
+        if log is not None:
+            with log.open("a") as f:
+                f.write(json.dumps(rows[-1]) + "\n")
+        if target is not None and target(rows[-1]):
+            break
+        if library == "mimic_rl":
+            runner.alg.train_mode()
+    return rows
+
+
+def reached(row: dict, success: float, mpjpe: float) -> bool:
+    """Whether an evaluation row meets the target: ``success`` or more and a global MPJPE below ``mpjpe``."""
+    return row["success_rate"] >= success and row["global_mpjpe_mm"] < mpjpe
+
+
+def steps_to_target(rows: list[dict], success: float, mpjpe: float) -> float | None:
+    """The env steps of the first evaluation that reached ``success`` and a global MPJPE below ``mpjpe``."""
+    hit = [r["env_steps"] for r in rows if reached(r, success, mpjpe)]
+    return hit[0] if hit else None
+
+
+def plot(rows: dict[str, list[dict]], output: Path, success: float, mpjpe: float) -> None:
+    """Success and global MPJPE from the clip's start against env steps, both libraries."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for label, rows in (("mimic_rl MMPPO", ours), ("rsl_rl PPO", theirs)):
-        y = smooth(np.array([r[METRIC] for r in rows]))
-        axes[0].plot([r["perf/wall_time"] / 60 for r in rows], y, label=label)
-        axes[1].plot([r["perf/total_steps"] / 1e6 for r in rows], y, label=label)
-    for ax, xlabel in zip(axes, ("wall-clock time (min)", "env steps (millions)")):
-        ax.axhline(threshold, color="grey", ls="--", lw=0.8)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("root-relative MPJPE (mm, moving average)")
+    for label, curve in rows.items():
+        x = [r["env_steps"] / 1e6 for r in curve]
+        axes[0].plot(x, [r["success_rate"] for r in curve], marker="o", label=label)
+        axes[1].plot(x, [r["global_mpjpe_mm"] for r in curve], marker="o", label=label)
+    axes[0].axhline(success, color="grey", ls="--", lw=0.8)
+    axes[1].axhline(mpjpe, color="grey", ls="--", lw=0.8)
+    axes[0].set_ylim(-0.03, 1.03)
+    axes[0].set_ylabel("success from the clip's start")
+    axes[1].set_ylabel("global MPJPE from the clip's start (mm)")
+    axes[1].set_yscale("log")
+    for ax in axes:
+        ax.set_xlabel("env steps (millions)")
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.output, dpi=110)
-    t_ours, t_theirs = time_to(ours, threshold), time_to(theirs, threshold)
-    s_ours, s_theirs = time_to(ours, threshold, "perf/total_steps"), time_to(theirs, threshold, "perf/total_steps")
-    print(f"final root-relative MPJPE: mimic_rl {final_ours:.1f} mm, rsl_rl {final_theirs:.1f} mm")
-    print(
-        f"time to {threshold:.1f} mm: mimic_rl {t_ours} s, rsl_rl {t_theirs} s"
-        + (f"  -> ratio rsl_rl / mimic_rl = {t_theirs / t_ours:.2f}" if t_ours and t_theirs else "")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="tracking_ppo", help="a config in configs/ or a YAML path")
+    parser.add_argument("--motion", nargs="+", help="motions (default: the config's)")
+    parser.add_argument("--robot", choices=["humanoid28", "g1"])
+    parser.add_argument("--robot-mjcf")
+    parser.add_argument("--csv-fps", type=float)
+    parser.add_argument("--num-envs", type=int)
+    parser.add_argument("--steps", type=float, default=10e6, help="env steps per library")
+    parser.add_argument("--eval-every", type=float, default=0.5e6, help="env steps between evaluations")
+    parser.add_argument("--eval-envs", type=int, default=16)
+    parser.add_argument("--target-success", type=float, default=0.9)
+    parser.add_argument("--target-mpjpe", type=float, default=150.0, help="global MPJPE (mm)")
+    parser.add_argument(
+        "--only", choices=["mimic_rl", "rsl_rl"], help="train one library (curves of the other from --log)"
     )
-    print(f"samples to {threshold:.1f} mm: mimic_rl {s_ours}, rsl_rl {s_theirs}")
-    print("threshold (mm) | mimic_rl time (s) | rsl_rl time (s) | ratio rsl_rl / mimic_rl")
-    for level in (80.0, 70.0, 60.0, 55.0, 50.0):
-        a, b = time_to(ours, level), time_to(theirs, level)
-        ratio = f"{b / a:.2f}" if a and b else "-"
-        print(f"{level:14.0f} | {a if a is None else round(a):>17} | {b if b is None else round(b):>15} | {ratio}")
-    print(f"wrote {args.output}")
+    parser.add_argument("--log", type=Path, help="JSON lines of earlier rows to merge (the other library's)")
+    parser.add_argument("--log-dir", type=Path, help="mimic_rl's run folder (checkpoints, metrics)")
+    parser.add_argument("--output", type=Path, default=Path("docs/img/vs_rsl_rl.png"))
+    parser.add_argument("--stop-at-target", action="store_true", help="stop each library once it reaches the target")
+    args = parser.parse_args()
+    cfg = load_config(args.task)
+    cfg.runner.time_budget_s, cfg.runner.eval_interval = None, 0
+    for key, value in {"motions": args.motion, "robot": args.robot, "robot_mjcf": args.robot_mjcf}.items():
+        if value is not None:
+            setattr(cfg.env, key, value)
+    if args.csv_fps is not None:
+        cfg.env.csv_fps = args.csv_fps
+    if args.num_envs is not None:
+        cfg.env.num_envs = args.num_envs
+    cfg.env.motions = [resolve_motion(m) for m in cfg.env.motions]
+    rows: dict[str, list[dict]] = {}
+    if args.log is not None:
+        for line in args.log.read_text().splitlines():
+            row = json.loads(line)
+            rows.setdefault(row["library"], []).append(row)
+    for library in [args.only] if args.only else ["mimic_rl", "rsl_rl"]:
+        stop = (lambda row: reached(row, args.target_success, args.target_mpjpe)) if args.stop_at_target else None
+        rows.pop(library, None)  # this run's curve replaces any earlier one of the same library
+        log = args.output.with_suffix(".jsonl")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("".join(json.dumps(r) + "\n" for curve in rows.values() for r in curve))  # earlier rows
+        rows[library] = train(library, cfg, args.steps, args.eval_every, args.eval_envs, args.log_dir, stop, log)
+    plot(rows, args.output, args.target_success, args.target_mpjpe)
+    hits = {k: steps_to_target(v, args.target_success, args.target_mpjpe) for k, v in rows.items()}
+    target = f"success >= {args.target_success} and global MPJPE < {args.target_mpjpe:g} mm"
+    for library, hit in hits.items():
+        print(f"{library}: env steps to {target}: {'not reached' if hit is None else f'{hit / 1e6:.2f} M'}")
+    if hits.get("mimic_rl") and hits.get("rsl_rl"):
+        print(f"ratio mimic_rl / rsl_rl = {hits['mimic_rl'] / hits['rsl_rl']:.2f}")
+    elif hits.get("mimic_rl") and "rsl_rl" in rows:
+        budget = rows["rsl_rl"][-1]["env_steps"]
+        ratio = hits["mimic_rl"] / budget
+        print(f"rsl_rl did not reach it in {budget / 1e6:.2f} M: ratio mimic_rl / rsl_rl < {ratio:.2f}")
+    print(f"wrote {args.output} and {args.output.with_suffix('.jsonl')}")
 
 
 if __name__ == "__main__":

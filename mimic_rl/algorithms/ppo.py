@@ -33,6 +33,10 @@ from mimic_rl.storage.amp_pairs import AmpPairExtractor
 
 __all__ = ["MMPPO"]
 
+SCHEDULES = ("adaptive", "adaptive_update", "fixed")
+"""``adaptive``: rsl_rl's rule after every mini-batch (the KL so far against the rollout's policy); ``adaptive_update``:
+the same rule once per update, on the KL of the whole update (the last mini-batch's); ``fixed``: no change."""
+
 OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 
 
@@ -70,9 +74,10 @@ class MMPPO:
         returns_method: str = "gae",
         sequence_mode: str = "trajectory",
         max_seq_len: int | None = None,
+        critic_learning_rate: float | None = None,
     ) -> None:
-        if schedule not in ("adaptive", "fixed"):
-            raise ValueError(f"schedule must be 'adaptive' or 'fixed', got {schedule!r}")
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
         self.device = torch.device(device)
@@ -82,8 +87,12 @@ class MMPPO:
         self.storage = storage
         self.transition = RolloutStorageMM.Transition()
         self.learning_rate = float(learning_rate)
-        params = [*self.actor.parameters(), *self.critic.parameters()]
-        self.optimizer = OPTIMIZERS[optimizer](params, lr=self.learning_rate)
+        self.critic_learning_rate = None if critic_learning_rate is None else float(critic_learning_rate)
+        groups = [
+            {"params": list(self.actor.parameters()), "lr": self.learning_rate},
+            {"params": list(self.critic.parameters()), "lr": self.critic_learning_rate or self.learning_rate},
+        ]
+        self.optimizer = OPTIMIZERS[optimizer](groups, lr=self.learning_rate)
 
         self.num_learning_epochs = int(num_learning_epochs)
         self.num_mini_batches = int(num_mini_batches)
@@ -294,7 +303,7 @@ class MMPPO:
         if load_cfg.get("critic"):
             self.critic.load_state_dict(loaded_dict["critic_state_dict"], strict=strict)
         if load_cfg.get("optimizer"):
-            self.optimizer.load_state_dict(loaded_dict["optimizer_state_dict"])
+            self.optimizer.load_state_dict(_two_groups(loaded_dict["optimizer_state_dict"], self.optimizer))
             self.learning_rate = float(loaded_dict.get("learning_rate", self.optimizer.param_groups[0]["lr"]))
         if load_cfg.get("rnd") and self.rnd is not None and "rnd_state_dict" in loaded_dict:
             self.rnd.load_state_dict(loaded_dict["rnd_state_dict"], strict=strict)
@@ -350,6 +359,19 @@ class MMPPO:
         from mimic_rl.algorithms.builder import build_mmppo
 
         return build_mmppo(obs, env, cfg, device)
+
+
+def _two_groups(state: dict[str, Any], optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """An optimizer state of one parameter group (actor and critic together, as rsl_rl and mimic_rl 0.1 save it)
+    split into this optimizer's actor and critic groups; any other state unchanged."""
+    groups = state["param_groups"]
+    if len(groups) != 1 or len(optimizer.param_groups) != 2:
+        return state
+    n_actor = len(optimizer.param_groups[0]["params"])
+    ids = groups[0]["params"]
+    actor = {**groups[0], "params": ids[:n_actor]}
+    critic = {**groups[0], "params": ids[n_actor:], "lr": optimizer.param_groups[1]["lr"]}
+    return {"state": state["state"], "param_groups": [actor, critic]}
 
 
 def _where_rows(rows: torch.Tensor, a: TensorDictBase, b: TensorDictBase) -> TensorDictBase:

@@ -171,7 +171,7 @@ def run_update(alg: MMPPO) -> dict[str, float]:
     if amp is not None and amp.num_steps == 0 and amp.pretrain_steps > 0:
         _amp_pretrain(alg)
     sums: dict[str, torch.Tensor] = {}
-    counted = 0
+    counted, lr_sum, last_kl = 0, 0.0, None
     step = 0
     ppo_params = [*alg.actor.parameters(), *alg.critic.parameters()]
     expert_states: list[tuple] = []
@@ -222,9 +222,9 @@ def run_update(alg: MMPPO) -> dict[str, float]:
             continue
         alg._nonfinite_streak = 0
         if alg.schedule == "adaptive" and alg.desired_kl is not None:
-            alg.learning_rate = L.adapt_learning_rate(alg.learning_rate, kl_value, alg.desired_kl)
-            for group in alg.optimizer.param_groups:
-                group["lr"] = alg.learning_rate
+            _set_learning_rate(alg, L.adapt_learning_rate(alg.learning_rate, kl_value, alg.desired_kl))
+        lr_sum += alg.learning_rate
+        last_kl = kl_value
         alg.optimizer.step()
         if use_amp:
             amp.optimizer.step()
@@ -236,16 +236,26 @@ def run_update(alg: MMPPO) -> dict[str, float]:
         terms["kl"] = kl
         for key, value in terms.items():
             sums[key] = sums.get(key, 0.0) + value.detach().float()
+    if alg.schedule == "adaptive_update" and alg.desired_kl is not None and last_kl is not None:
+        _set_learning_rate(alg, L.adapt_learning_rate(alg.learning_rate, last_kl, alg.desired_kl))
     _update_normalizers(alg, expert_states)
     alg.actor.head.check()
     alg.iteration += 1
     st.clear()
     out = {key: value / max(1, counted) for key, value in sums.items()}
     result = {k: float(v) for k, v in zip(out, torch.stack(list(out.values())).tolist())} if out else {}
-    result["learning_rate"] = alg.learning_rate
+    result["learning_rate"] = lr_sum / max(1, counted)  # the mean rate the update used (it changes per mini-batch)
+    result["learning_rate_next"] = alg.learning_rate
     result["nonfinite_batches"] = float(alg.nonfinite_batches)
     result["nonfinite_obs_rows"] = float(nonfinite_rows(*alg._modules()))
     return result
+
+
+def _set_learning_rate(alg: MMPPO, rate: float) -> None:
+    """The actor's learning rate (and the critic's, unless it has a rate of its own)."""
+    alg.learning_rate = rate
+    for group in alg.optimizer.param_groups[: 1 if alg.critic_learning_rate else None]:
+        group["lr"] = rate
 
 
 @torch.no_grad()

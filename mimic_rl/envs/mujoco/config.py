@@ -38,6 +38,9 @@ class TrackingEnvConfig:
     future_stride: Annotated[int, Range(1)] = 1
     """Future reference frames are ``future_stride`` policy steps apart."""
     sampling_mode: Literal["start", "uniform", "adaptive"] = "adaptive"
+    clip_start_probability: Annotated[float, Range(0, 1)] = 0.0
+    """Share of episodes that start at their clip's first frame whatever ``sampling_mode`` says: evaluation starts
+    there, and a clip's start (the robot taking over a motion already under way) is rarely drawn otherwise."""
     init_noise: InitNoise = field(default_factory=InitNoise)
     reward: TrackingRewardConfig = field(default_factory=TrackingRewardConfig)
     termination: TerminationConfig = field(default_factory=TerminationConfig)
@@ -46,6 +49,8 @@ class TrackingEnvConfig:
     """PD targets are ``offset + action_scale * action``: ``"default"`` offsets from the default pose; ``"reference"``
     from the reference's joint positions one policy step ahead (a residual policy: zero action tracks the reference
     open-loop, so learning starts from feed-forward tracking and only has to add balance)."""
+    action_scale_factor: Annotated[float, Range(0, low_exclusive=True)] = 1.0
+    """Multiplies the robot's action scale (rad of PD target per unit of action)."""
     reward_scale_by_dt: bool = True
     num_threads: Annotated[int, Range(1)] = 2
     """Physics threads (MuJoCo's rollout pool)."""

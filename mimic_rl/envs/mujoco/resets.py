@@ -39,8 +39,9 @@ class ReferenceStateInit:
         self.library = library
         dev = library.device
         self.num_joints = len(qpos_adr)
-        self.width = 3 + 12 + 2 * self.num_joints
-        """Uniform numbers per env and step: 2 for the sampler, 1 for the push timer, the rest for noise."""
+        self.width = 3 + 12 + 2 * self.num_joints + 1
+        """Uniform numbers per env and step: 2 for the sampler, 1 for the push timer, 12 + 2 J for the noise, 1 for the
+        choice of the clip's first frame."""
         self._root = [int(root_body)]
         self._qpos_cols = torch.tensor([*range(7), *np.asarray(qpos_adr).tolist()], device=dev)
         self._qvel_cols = torch.tensor([*range(6), *np.asarray(qvel_adr).tolist()], device=dev)
@@ -54,10 +55,12 @@ class ReferenceStateInit:
 
     def candidates(self, failures: torch.Tensor, draws: torch.Tensor) -> dict[str, torch.Tensor]:
         """Where each env restarts if it resets now (a pure function of ``draws``): a (clip, time) from the library's
-        sampler (``failures``: the adaptive sampler's EMA), its noisy physics row and a push timer."""
+        sampler (``failures``: the adaptive sampler's EMA) or, with ``clip_start_probability``, the clip's first frame;
+        its noisy physics row and a push timer."""
         clip_ids, times = self.library.sample_from(draws[:, :2], self.cfg.sampling_mode, failures)
+        times = torch.where(draws[:, -1] < self.cfg.clip_start_probability, 0.0, times)
         low, high = self.cfg.randomization.push_interval_s
-        rows = self.initial_states(clip_ids, times, 2.0 * draws[:, 3:] - 1.0)
+        rows = self.initial_states(clip_ids, times, 2.0 * draws[:, 3:-1] - 1.0)
         return {"clip_ids": clip_ids, "times": times, "rows": rows, "push_timer": low + (high - low) * draws[:, 2]}
 
     def initial_states(self, clip_ids: torch.Tensor, times: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
