@@ -101,7 +101,7 @@ def render_rollout(
     (``.gif`` or ``.mp4``).
 
     The camera follows the robot; with ``show_reference`` the reference motion is drawn beside it in a second panel
-    whose camera follows the reference. Panels are labelled, with the time and the episode's global MPJPE.
+    whose camera follows the reference. Panels are labelled, with the time and the current global MPJPE.
     ``on_dones`` is called with each step's dones, e.g. ``actor.reset`` so that a recurrent policy starts every new
     episode from a zero state.
     """
@@ -128,7 +128,7 @@ def render_rollout(
             mujoco.mj_kinematics(model, data)
             _follow(camera, data)
             renderer.update_scene(data, camera)
-            image = _label(renderer.render(), f"robot  t={(step + 1) * env.step_dt:.2f}s  MPJPE {error:.0f} mm")
+            image = _label(renderer.render(), f"robot  t={(step + 1) * env.step_dt:.2f}s  global MPJPE {error:.0f} mm")
             if show_reference:
                 ref_data.qpos[:] = env.reference_qpos(env_index)
                 mujoco.mj_kinematics(model, ref_data)
