@@ -105,7 +105,9 @@ def _add_run_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--log-dir", help="where checkpoints (*.pt), logs and the resolved config go")
     cmd.add_argument("--logger", choices=["tensorboard", "wandb", "none"])
     cmd.add_argument("--no-eval", action="store_true", help="skip the evaluation and plots after training")
-    cmd.add_argument("--eval-envs", type=_whole(1), default=8)
+    cmd.add_argument(
+        "--eval-envs", type=_whole(1), help="envs per clip in every evaluation from the start (runner.eval_envs)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

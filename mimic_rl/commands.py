@@ -149,6 +149,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if resume is not None and args.task in ("tracking_ppo", "distill") and (log_dir / "config.yaml").exists():
         args.task = str(log_dir / "config.yaml")  # resume with the run's own resolved config
     cfg = _config(args)
+    if args.eval_envs is not None:  # one number for the evaluations during training and the one after it
+        cfg.runner.eval_envs = args.eval_envs
     runner = (DistillationRunner if distill else OnPolicyRunner)(cfg, log_dir=log_dir)
     if resume is not None:
         runner.load(resume, what="--resume")
@@ -160,7 +162,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     checkpoint = log_dir / f"model_{runner.iteration}.pt"
     print(f"checkpoint: {checkpoint}")
     if not args.no_eval:
-        evaluation = _evaluate(checkpoint, args.eval_envs)
+        evaluation = _evaluate(checkpoint, cfg.runner.eval_envs)
         (log_dir / "eval.json").write_text(json.dumps(evaluation, indent=2))
         from mimic_rl.plotting import plot_eval
 
@@ -168,19 +170,19 @@ def cmd_train(args: argparse.Namespace) -> int:
         _print_summary(evaluation)
         print(f"eval: {log_dir / 'eval.json'}; plots: {', '.join(str(p) for p in written)}")
         if distill:
-            _compare_with_teacher(args, evaluation, log_dir)
+            _compare_with_teacher(args, evaluation, log_dir, cfg.runner.eval_envs)
     if distill and not args.no_export:
         _export(checkpoint, log_dir / "export", onnx=True)
     return 0
 
 
-def _compare_with_teacher(args: argparse.Namespace, student: dict[str, Any], log_dir: Path) -> None:
+def _compare_with_teacher(args: argparse.Namespace, student: dict[str, Any], log_dir: Path, num_envs: int) -> None:
     """Evaluate the teacher the same way (when it is this package's checkpoint) and print both."""
     from mimic_rl.serialization import checkpoint_kind, load_checkpoint
 
     if checkpoint_kind(load_checkpoint(args.teacher, what="--teacher")) != "train":
         return
-    teacher = _evaluate(args.teacher, args.eval_envs, what="--teacher")
+    teacher = _evaluate(args.teacher, num_envs, what="--teacher")
     (log_dir / "eval_teacher.json").write_text(json.dumps(teacher, indent=2))
     s, t = student["summary"]["root_mpjpe_mm"], teacher["summary"]["root_mpjpe_mm"]
     print(f"root-relative MPJPE: student {s:.1f} mm, teacher {t:.1f} mm ({100 * (s / t - 1):+.1f}%)")

@@ -174,7 +174,8 @@ class OnPolicyRunner:
         keys = ("success_rate", "global_mpjpe_mm", "root_mpjpe_mm", "episode_length_fraction")
         scalars = {f"eval/{k}": float(summary[k]) for k in keys}
         scalars["perf/total_steps"] = self.total_steps
-        self.logger.log(self.iteration, scalars)
+        if self.logger is not None:  # called outside learn(): return the numbers, log nothing
+            self.logger.log(self.iteration, scalars)
         print(
             f"eval from the clips' start at iteration {self.iteration} ({self.total_steps / 1e6:.2f} M env steps): "
             f"success {scalars['eval/success_rate']:.2f}, global MPJPE {scalars['eval/global_mpjpe_mm']:.1f} mm, "
