@@ -1,6 +1,7 @@
 """The ``mimic-rl`` command line: train, distill, play, eval, plot, export and convert.
 
-mimic-rl train [--task tracking_ppo] [--motion FILE_OR_DIR ...] [--robot humanoid28|g1] [--num-envs N]
+mimic-rl train [--task tracking_ppo] [--env mujoco|mjlab:TASK|isaaclab:TASK] [--motion FILE_OR_DIR ...]
+               [--robot humanoid28|g1] [--num-envs N]
                [--iterations N] [--time-budget S] [--device cpu] [--resume [CKPT]] [--seed N] [--log-dir DIR]
 mimic-rl distill --teacher CKPT [--task distill] [the options of train]
 mimic-rl eval --checkpoint CKPT --output eval.json
@@ -92,6 +93,10 @@ _FPS = _number(*FPS_RANGE, what=f"a frame rate between {FPS_RANGE[0]:g} and {FPS
 
 
 def _add_run_options(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--env",
+        help="the simulator: mujoco (the embedded env, default), mjlab:<task id> or isaaclab:<task id> (env.backend)",
+    )
     cmd.add_argument("--motion", nargs="+", help="motion files or folders (default: the config's)")
     cmd.add_argument("--robot", choices=["humanoid28", "g1"])
     cmd.add_argument("--robot-mjcf", help="the robot's MJCF (needed for g1)")

@@ -87,6 +87,25 @@ def _distill_source(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
+def _env_option(cfg: Any, option: str | None) -> None:
+    """``--env mujoco | mjlab:TASK | isaaclab:TASK``: replace the config's env section by that backend's defaults (the
+    config's own env section stays when it already names that backend and task)."""
+    from mimic_rl.config import env_config
+    from mimic_rl.envs.registry import backend_names
+
+    if option is None:
+        return
+    name, _, task = option.partition(":")
+    if name not in backend_names() or (name == "mujoco") == bool(task):
+        raise UsageError(
+            f"--env: expected mujoco, mjlab:<task id> or isaaclab:<task id>, found {option!r}; e.g. --env "
+            "mjlab:Mjlab-Tracking-Flat-Unitree-G1"
+        )
+    if cfg.env.backend == name and (not task or cfg.env.task == task):
+        return  # the config describes this env already
+    cfg.env = env_config({"backend": name, **({"task": task} if task else {}), "seed": cfg.env.seed})
+
+
 def _config(args: argparse.Namespace) -> Any:
     """The run's config: the YAML (``--task``), then the command-line options over it."""
     from mimic_rl.config import DistillConfig, load_config
@@ -96,6 +115,7 @@ def _config(args: argparse.Namespace) -> Any:
         cfg = load_config(_distill_source(args), DistillConfig)
     else:
         cfg = load_config(args.task, what="--task")
+    _env_option(cfg, getattr(args, "env", None))
     if args.motion:
         cfg.env.motions = list(args.motion)
     cfg.env.motions = [resolve_motion(m) for m in cfg.env.motions]
@@ -106,8 +126,14 @@ def _config(args: argparse.Namespace) -> Any:
         "num_envs": args.num_envs,
     }
     for key, value in overrides.items():
-        if value is not None:
-            setattr(cfg.env, key, value)
+        if value is None:
+            continue
+        if not hasattr(cfg.env, key):
+            flag = "--" + key.replace("_", "-")
+            raise UsageError(
+                f"{flag}: applies to the embedded env (--env mujoco), not to {cfg.env.backend}; leave it out"
+            )
+        setattr(cfg.env, key, value)
     if args.iterations is not None:
         cfg.runner.max_iterations = args.iterations
         cfg.runner.time_budget_s = None if args.time_budget is None else cfg.runner.time_budget_s
@@ -156,7 +182,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         runner.load(resume, what="--resume")
         print(f"resumed from {resume} at iteration {runner.iteration}")
     what = f"distilling {cfg.teacher.checkpoint} into a student" if distill else "training"
-    print(f"{what}: {cfg.env.robot} on {cfg.env.motions} with {cfg.env.num_envs} envs; logs in {log_dir}")
+    subject = getattr(cfg.env, "robot", None) or f"{cfg.env.backend}:{cfg.env.task}"
+    print(f"{what}: {subject} on {cfg.env.motions} with {runner.env.num_envs} envs; logs in {log_dir}")
     runner.learn()
     runner.close()
     checkpoint = log_dir / f"model_{runner.iteration}.pt"
@@ -311,6 +338,11 @@ def cmd_play(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.video}: --video: expected a .gif or .mp4 file name, found {Path(args.video).suffix!r}")
     video = _output_file(args.video, "--video") if args.video else None
     cfg, actor, state = load_policy(args.checkpoint)
+    if cfg.env.backend != "mujoco":
+        raise UsageError(
+            f"{args.checkpoint}: play runs the embedded env, and this policy was trained on {cfg.env.backend}; use "
+            f"mimic-rl eval for its metrics, or the simulator's own viewer"
+        )
     env_cfg = copy.deepcopy(cfg.env)
     env_cfg.num_envs = args.num_envs
     env_cfg.compile = False  # a short run: compiling the step (a minute or more per env size) would not pay off
@@ -362,6 +394,17 @@ def _export(checkpoint: str | Path, output: str | Path, onnx: bool) -> None:
     from mimic_rl.runners.compat import check_policy_fits_env
 
     cfg, actor, state = load_policy(checkpoint)
+    if cfg.env.backend != "mujoco":  # no env is built: the policy's inputs are the config's observation groups
+        meta = policy_metadata(
+            actor,
+            checkpoint=str(checkpoint),
+            iteration=int(state.get("iteration", 0)),
+            simulator=f"{cfg.env.backend}:{cfg.env.task}",
+            obs_groups=state.get("obs_groups") or cfg.obs_groups,
+        )
+        for kind, path in export_policy(actor, output, meta, onnx=onnx).items():
+            print(f"{kind}: {path}")
+        return
     env_cfg = copy.deepcopy(cfg.env)
     env_cfg.num_envs = 1
     env = MujocoTrackingEnv(env_cfg)

@@ -17,7 +17,6 @@ from typing import Annotated, Any, Literal
 
 import yaml
 
-from mimic_rl.envs.mujoco.env import TrackingEnvConfig
 from mimic_rl.errors import ConfigError
 from mimic_rl.files import path_problem
 from mimic_rl.utils import Range
@@ -29,6 +28,7 @@ __all__ = [
     "RunnerConfig",
     "TeacherConfig",
     "TrainConfig",
+    "env_config",
     "from_dict",
     "load_config",
     "read_config_file",
@@ -60,15 +60,40 @@ class RunnerConfig:
     wandb_project: str | None = None
 
 
+def default_env_config() -> Any:
+    """The embedded MuJoCo env's default config."""
+    return env_config({})
+
+
+def env_config(data: dict[str, Any] | Any, path: str = "env") -> Any:
+    """The config of the backend that ``data["backend"]`` names (default ``mujoco``), built from ``data``."""
+    if not isinstance(data, dict):
+        if dataclasses.is_dataclass(data):
+            return data
+        raise ConfigError(f"{path}: expected a mapping of env settings, got {type(data).__name__}")
+    from mimic_rl.envs.registry import env_config_class
+
+    name = data.get("backend", "mujoco")
+    if not isinstance(name, str):
+        raise ConfigError(f"{path}.backend: expected a backend name, found {name!r}")
+    return from_dict(env_config_class(name, f"{path}.backend"), data, path)
+
+
 @dataclass
 class TrainConfig:
-    """A training run: runner, env, algorithm (MMPPO arguments), actor and critic (model arguments)."""
+    """A training run: runner, env (the config of the backend ``env.backend`` names), obs_groups (which observation
+    groups each model reads, see ``mimic_rl.models.obs_groups``), algorithm (MMPPO arguments), actor and critic
+    (model arguments)."""
 
     runner: RunnerConfig = field(default_factory=RunnerConfig)
-    env: TrackingEnvConfig = field(default_factory=TrackingEnvConfig)
+    env: Any = field(default_factory=default_env_config)
+    obs_groups: dict[str, Any] = field(default_factory=dict)
     algorithm: dict[str, Any] = field(default_factory=dict)
     actor: dict[str, Any] = field(default_factory=dict)
     critic: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.env = env_config(self.env)
 
     def validate(self) -> TrainConfig:
         """Check the algorithm, actor and critic keys against the classes they configure."""
@@ -99,10 +124,13 @@ class DistillConfig:
     ``use_reference``) and teacher."""
 
     runner: RunnerConfig = field(default_factory=RunnerConfig)
-    env: TrackingEnvConfig = field(default_factory=TrackingEnvConfig)
+    env: Any = field(default_factory=default_env_config)
     algorithm: dict[str, Any] = field(default_factory=dict)
     student: dict[str, Any] = field(default_factory=dict)
     teacher: TeacherConfig = field(default_factory=TeacherConfig)
+
+    def __post_init__(self) -> None:
+        self.env = env_config(self.env)
 
     def validate(self) -> DistillConfig:
         """Check the algorithm and student keys against the classes they configure."""

@@ -8,6 +8,7 @@ import torch
 from tensordict import TensorDictBase
 
 from mimic_rl.models.actor_critic import Actor, Critic, ReferenceModel
+from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.storage import RolloutStorageMM
 from mimic_rl.storage.amp_pairs import AmpPairExtractor
 from mimic_rl.utils import check_kwargs
@@ -19,18 +20,18 @@ def _shape(obs: TensorDictBase, key: str) -> tuple[int, ...] | None:
     return tuple(obs[key].shape[1:]) if key in obs.keys() else None
 
 
-def observation_layout(obs: TensorDictBase) -> dict[str, Any]:
-    """Per-env shapes of the contract groups an env provides (None where absent)."""
-    if "policy" not in obs.keys():
-        raise KeyError(f"observations need a 'policy' group; got groups {sorted(obs.keys())}")
-    ref = _shape(obs, "reference")
-    critic_ref = _shape(obs, "critic_reference") or ref
+def observation_layout(obs: TensorDictBase, groups: ObsGroups | None = None) -> dict[str, Any]:
+    """Per-env input shapes of the actor, the critic and the optional groups (None where absent), for the groups
+    ``groups`` selects (default: resolved from ``obs``'s group names)."""
+    groups = groups or ObsGroups.resolve(None, obs)
+    shapes = groups.shapes(obs)
+    separate_critic_ref = groups.critic_reference is not None and groups.critic_reference != groups.actor_reference
     return {
-        "policy": _shape(obs, "policy"),
-        "reference": ref,
-        "critic": _shape(obs, "critic"),
-        "critic_reference": critic_ref if "critic_reference" in obs.keys() else None,
-        "critic_reference_or_actor": critic_ref,
+        "policy": (shapes["actor"],),
+        "reference": shapes["actor_reference"],
+        "critic": (shapes["critic"],) if groups.critic != groups.actor else None,
+        "critic_reference": shapes["critic_reference"] if separate_critic_ref else None,
+        "critic_reference_or_actor": shapes["critic_reference"],
         "amp": _shape(obs, "amp"),
         "rnd_state": _shape(obs, "rnd_state"),
     }
@@ -67,7 +68,10 @@ def check_section_kwargs(
     )
     check_kwargs((Critic.__init__, model_init), critic, name.format("critic"), ("obs_dim", "ref_shape", "output_dim"))
     check_kwargs(
-        MMPPO.__init__, algorithm, name.format("algorithm"), ("actor", "critic", "storage", "device", "multi_gpu_cfg")
+        MMPPO.__init__,
+        algorithm,
+        name.format("algorithm"),
+        ("actor", "critic", "storage", "device", "multi_gpu_cfg", "obs_groups"),
     )
 
 
@@ -75,11 +79,13 @@ def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str 
     """Actor and critic sized from ``obs``, a ``RolloutStorageMM`` with the needed buffers, and MMPPO.
 
     ``cfg`` keys: ``algorithm`` (MMPPO arguments), ``actor`` / ``critic`` (model arguments), ``num_steps_per_env``,
-    optional ``multi_gpu``. Unknown keys are errors that name the key.
+    optional ``multi_gpu`` and ``obs_groups`` (which groups each model reads, see ``ObsGroups``; defaults from the
+    env's groups). Unknown keys are errors that name the key.
     """
     from mimic_rl.algorithms.ppo import MMPPO
 
-    layout = observation_layout(obs)
+    groups = ObsGroups.resolve(cfg.get("obs_groups"), obs)
+    layout = observation_layout(obs, groups)
     alg_cfg = strip_class_name(cfg.get("algorithm"), "cfg['algorithm']", "MMPPO")
     actor_cfg = strip_class_name(cfg.get("actor"), "cfg['actor']", "Actor")
     critic_cfg = strip_class_name(cfg.get("critic"), "cfg['critic']", "Critic")
@@ -92,7 +98,7 @@ def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str 
 
     amp_cfg = alg_cfg.get("amp_cfg")
     storage_amp = None
-    obs_groups = {"policy": layout["policy"]}
+    obs_groups = {g: tuple(obs[g].shape[1:]) for g in groups.actor}
     if amp_cfg:
         amp_cfg = dict(amp_cfg)
         if layout["amp"] is not None:
@@ -124,4 +130,6 @@ def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str 
         amp_cfg=storage_amp,
         device=device,
     )
-    return MMPPO(actor, critic, storage, device=device, multi_gpu_cfg=cfg.get("multi_gpu"), **alg_cfg)
+    return MMPPO(
+        actor, critic, storage, device=device, multi_gpu_cfg=cfg.get("multi_gpu"), obs_groups=groups, **alg_cfg
+    )

@@ -28,6 +28,7 @@ from mimic_rl.algorithms.step_means import StepMeans
 from mimic_rl.algorithms.symmetry import Symmetry
 from mimic_rl.models.actor_critic import Actor, Critic
 from mimic_rl.models.distributions import gaussian_log_prob
+from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.storage import RolloutStorageMM
 from mimic_rl.storage.amp_pairs import AmpPairExtractor
 
@@ -75,6 +76,7 @@ class MMPPO:
         sequence_mode: str = "trajectory",
         max_seq_len: int | None = None,
         critic_learning_rate: float | None = None,
+        obs_groups: ObsGroups | None = None,
     ) -> None:
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
@@ -85,6 +87,8 @@ class MMPPO:
         self.actor = actor.to(self.device)
         self.critic = critic.to(self.device)
         self.storage = storage
+        self.obs_groups = obs_groups
+        """Which observation groups the actor and critic read (resolved from the first observations when None)."""
         self.transition = RolloutStorageMM.Transition()
         self.learning_rate = float(learning_rate)
         self.critic_learning_rate = None if critic_learning_rate is None else float(critic_learning_rate)
@@ -143,20 +147,18 @@ class MMPPO:
 
     # ------------------------------------------------------------------ observation groups
     def _stored_obs(self, obs: TensorDictBase) -> Any:
-        return obs.select(*self._obs_keys) if self._obs_keys is not None else obs["policy"]
+        return obs.select(*self._obs_keys) if self._obs_keys is not None else self._groups(obs).actor_obs(obs)
 
-    @staticmethod
-    def _actor_inputs(obs: TensorDictBase) -> tuple[torch.Tensor, Any, Any]:
-        return obs["policy"], obs.get("reference", None), obs.get("reference_mask", None)
+    def _groups(self, obs: TensorDictBase) -> ObsGroups:
+        if self.obs_groups is None:
+            self.obs_groups = ObsGroups.resolve(None, obs)
+        return self.obs_groups
 
-    @staticmethod
-    def _critic_inputs(obs: TensorDictBase) -> tuple[torch.Tensor, Any, Any]:
-        if "critic_reference" in obs.keys():
-            ref, mask = obs["critic_reference"], obs.get("critic_reference_mask", None)
-        else:
-            ref, mask = obs.get("reference", None), obs.get("reference_mask", None)
-        critic_obs = obs["critic"] if "critic" in obs.keys() else obs["policy"]
-        return critic_obs, ref, mask
+    def _actor_inputs(self, obs: TensorDictBase) -> tuple[torch.Tensor, Any, Any]:
+        return self._groups(obs).actor_inputs(obs)
+
+    def _critic_inputs(self, obs: TensorDictBase) -> tuple[torch.Tensor, Any, Any]:
+        return self._groups(obs).critic_inputs(obs)
 
     # ------------------------------------------------------------------ collection
     @torch.no_grad()
@@ -165,17 +167,15 @@ class MMPPO:
         tr = self.transition
         if self.actor.is_recurrent or self.critic.is_recurrent:
             tr.hidden_states = (self.actor.get_hidden_state(), self.critic.get_hidden_state())
-        mean, std = self.actor.distribution(*self._actor_inputs(obs))
+        actor_obs, ref, ref_mask = self._actor_inputs(obs)
+        mean, std = self.actor.distribution(actor_obs, ref, ref_mask)
         actions = mean + std * torch.randn_like(mean)
         critic_obs, critic_ref, critic_mask = self._critic_inputs(obs)
         tr.values = self.critic(critic_obs, critic_ref, critic_mask)
         tr.actions, tr.action_mean, tr.action_sigma = actions, mean, std
         tr.actions_log_prob = gaussian_log_prob(actions, mean, std)
         tr.observations = self._stored_obs(obs)
-        tr.reference_observations, tr.reference_observations_mask = (
-            obs.get("reference", None),
-            obs.get("reference_mask", None),
-        )
+        tr.reference_observations, tr.reference_observations_mask = ref, ref_mask
         tr.critic_observations = critic_obs
         tr.critic_reference_observations, tr.critic_reference_observations_mask = critic_ref, critic_mask
         if self.dagger is not None:
@@ -201,7 +201,7 @@ class MMPPO:
             self._log("task_reward", rewards.mean())
             rewards = self.amp.mix(rewards, style)
         if self.rnd is not None:
-            rnd_state = next_obs["rnd_state"] if "rnd_state" in next_obs.keys() else next_obs["policy"]
+            rnd_state = next_obs["rnd_state"] if "rnd_state" in next_obs.keys() else self._actor_inputs(next_obs)[0]
             intrinsic = self.rnd.intrinsic_reward(rnd_state, self.iteration)
             self._log("rnd_intrinsic_reward", intrinsic.mean())
             rewards = rewards + intrinsic
@@ -278,6 +278,8 @@ class MMPPO:
             "algorithm_iteration": self.iteration,
             "nonfinite_batches": self.nonfinite_batches,
         }
+        if self.obs_groups is not None:
+            state["obs_groups"] = self.obs_groups.to_dict()  # the resolved groups the actor and critic read
         if self.rnd is not None:
             state["rnd_state_dict"] = self.rnd.state_dict()
             state["rnd_optimizer_state_dict"] = self.rnd.optimizer.state_dict()

@@ -20,8 +20,11 @@ if TYPE_CHECKING:
 __all__ = ["run_update"]
 
 
-def _policy(stored: Any) -> torch.Tensor:
-    return stored["policy"] if isinstance(stored, TensorDictBase) else stored
+def _actor_obs(alg: MMPPO, stored: Any) -> torch.Tensor:
+    """The actor's observation vector from a stored mini-batch (a TensorDict of the actor's groups, or a tensor)."""
+    if not isinstance(stored, TensorDictBase):
+        return stored
+    return alg.obs_groups.actor_obs(stored) if alg.obs_groups is not None else stored["policy"]
 
 
 def _split(ref: tuple | None) -> tuple[Any, Any]:
@@ -87,9 +90,9 @@ def _amp_pretrain(alg: MMPPO) -> None:
 
 def _ppo_terms(alg: MMPPO, batch: PPOBatch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """PPO, imitation and mirror terms of one mini-batch; returns (terms, KL estimate)."""
-    obs = _policy(batch.observations)
+    obs = _actor_obs(alg, batch.observations)
     ref, ref_mask = _split(batch.reference)
-    critic_obs = _policy(batch.critic_observations)
+    critic_obs = _actor_obs(alg, batch.critic_observations)
     critic_ref, critic_mask = _split(batch.critic_reference)
     s = {
         "obs": obs,
@@ -262,7 +265,7 @@ def _set_learning_rate(alg: MMPPO, rate: float) -> None:
 def _update_normalizers(alg: MMPPO, expert_states: list[tuple]) -> None:
     """Once per iteration, after the update, with the raw observations of the whole rollout."""
     st = alg.storage
-    obs = _policy(st.observations).flatten(0, 1)
+    obs = _actor_obs(alg, st.observations).flatten(0, 1)
     ref = st.reference_observations.flatten(0, 1) if st.reference_observations is not None else None
     ref_mask = st.reference_observations_mask.flatten(0, 1) if st.reference_observations_mask is not None else None
     alg.actor.update_normalization(obs, ref, ref_mask)

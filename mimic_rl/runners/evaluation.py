@@ -16,8 +16,10 @@ from typing import Any
 import torch
 
 from mimic_rl.config import TrainConfig, to_dict
-from mimic_rl.envs.mujoco import DomainRandomization, MujocoTrackingEnv
+from mimic_rl.envs.registry import backend, load_attribute
+from mimic_rl.errors import UsageError
 from mimic_rl.models.actor_critic import Actor
+from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.runners.compat import check_policy_fits_env
 
 __all__ = ["ActorPolicy", "evaluate_policy"]
@@ -26,13 +28,18 @@ METRICS = ("global_mpjpe_mm", "root_mpjpe_mm", "joint_pos_error", "joint_vel_rms
 
 
 class ActorPolicy:
-    """An ``Actor`` as a policy of the observation TensorDict (its deterministic action) with ``reset(dones)``."""
+    """An ``Actor`` as a policy of the observation TensorDict (its deterministic action) with ``reset(dones)``;
+    ``obs_groups`` (a config's mapping) says which groups it reads."""
 
-    def __init__(self, actor: Actor) -> None:
+    def __init__(self, actor: Actor, obs_groups: dict[str, Any] | None = None) -> None:
         self.actor = actor.eval()
+        self.mapping = obs_groups
+        self.groups: ObsGroups | None = None
 
     def __call__(self, obs: Any) -> torch.Tensor:
-        return self.actor(obs["policy"], obs.get("reference", None), obs.get("reference_mask", None))
+        if self.groups is None:
+            self.groups = ObsGroups.resolve(self.mapping, obs)
+        return self.actor(*self.groups.actor_inputs(obs))
 
     def reset(self, dones: torch.Tensor | None = None) -> None:
         """Zero a recurrent actor's state (where ``dones``; everywhere when None)."""
@@ -48,13 +55,21 @@ def evaluate_policy(
     source: str = "policy",
     trained_config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Evaluate ``actor`` on every clip of ``cfg.env.motions``; returns a JSON-ready dict.
+    """Evaluate ``actor`` on every clip of ``cfg.env.motions`` from its first frame; returns a JSON-ready dict.
 
     ``actor`` is this package's ``Actor`` or any policy of the observation TensorDict (a callable with
     ``reset(dones)``, e.g. an rsl_rl policy in a wrapper). ``source`` (the checkpoint path) and ``trained_config`` (its
-    config) describe an ``Actor`` that does not fit the env's observations (``CheckpointError``).
+    config) describe an ``Actor`` that does not fit the env's observations (``CheckpointError``). Backends other than
+    the embedded env evaluate with their registered evaluator.
     """
-    policy = ActorPolicy(actor) if isinstance(actor, Actor) else actor
+    policy = ActorPolicy(actor, getattr(cfg, "obs_groups", None)) if isinstance(actor, Actor) else actor
+    if cfg.env.backend != "mujoco":
+        evaluator = backend(cfg.env.backend).evaluate
+        if evaluator is None:
+            raise UsageError(f"env.backend {cfg.env.backend!r} has no evaluation from the clips' start; use --no-eval")
+        return load_attribute(evaluator)(policy, cfg, num_envs)
+    from mimic_rl.envs.mujoco import DomainRandomization, MujocoTrackingEnv
+
     env_cfg = copy.deepcopy(cfg.env)
     env_cfg.num_envs = num_envs
     env_cfg.sampling_mode = "start"
@@ -78,7 +93,7 @@ def evaluate_policy(
     return {"clips": results, "summary": summary}
 
 
-def _evaluate_clip(env: MujocoTrackingEnv, policy: Any, clip: Any, body_names: list[str]) -> dict:
+def _evaluate_clip(env: Any, policy: Any, clip: Any, body_names: list[str]) -> dict:
     """Play ``clip`` from its first frame in every env of ``env`` until each env's first episode ends."""
     n = env.num_envs
     clip_steps = max(1, int(clip.duration / env.step_dt))

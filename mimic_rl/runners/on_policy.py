@@ -43,13 +43,13 @@ def seed_everything(seed: int) -> None:
 
 
 def make_env(cfg: TrainConfig, rank: int = 0) -> Any:
-    """The tracking env of ``cfg`` (each distributed rank gets its own seed)."""
-    from mimic_rl.envs.mujoco import MujocoTrackingEnv
+    """The env of ``cfg``, from the backend ``cfg.env.backend`` names (each distributed rank gets its own seed)."""
+    from mimic_rl.envs.registry import make_env as make_backend_env
 
     env_cfg = copy.deepcopy(cfg.env)
     env_cfg.seed = cfg.env.seed + rank
     env_cfg.device = cfg.runner.device
-    return MujocoTrackingEnv(env_cfg)
+    return make_backend_env(env_cfg)
 
 
 class OnPolicyRunner:
@@ -87,6 +87,7 @@ class OnPolicyRunner:
             "actor": dict(self.cfg.actor),
             "critic": dict(self.cfg.critic),
             "num_steps_per_env": self.cfg.runner.num_steps_per_env,
+            "obs_groups": getattr(self.cfg, "obs_groups", None),
             "multi_gpu": None if self.multi_gpu is None else vars(self.multi_gpu),
         }
         return MMPPO.construct_algorithm(obs, self.env, alg_cfg, self.device)
@@ -159,7 +160,7 @@ class OnPolicyRunner:
         """Evaluate the current policy from each clip's first frame (``runner.eval_envs`` envs per clip), log the mean
         success and global / root-relative MPJPE as ``eval/*`` and return them (main rank only; {} for envs without
         a motion library)."""
-        if not self.is_main or not hasattr(self.env, "library"):
+        if not self.is_main or (self.cfg.env.backend == "mujoco" and not hasattr(self.env, "library")):
             return {}
         from mimic_rl.runners.evaluation import evaluate_policy
 

@@ -27,6 +27,8 @@ class InitNoise:
 class TrackingEnvConfig:
     """Settings of the tracking env; every field has a default."""
 
+    backend: Literal["mujoco"] = "mujoco"
+    """The embedded MuJoCo backend (``env.backend``; see ``mimic_rl.envs.registry``)."""
     num_envs: Annotated[int, Range(1)] = 64
     robot: Literal["humanoid28", "g1"] = "humanoid28"
     robot_mjcf: str | None = None
