@@ -72,3 +72,22 @@ def test_training_logs_and_evaluation_agree_on_success(termination, expected, ca
     evaluation = evaluate_policy(runner.alg.actor, cfg, num_envs=4)
     assert evaluation["clips"][0]["success_rate"] == expected
     assert len(evaluation["clips"][0]["failure_times_s"]) == (4 if expected == 0.0 else 0)
+
+
+def test_from_start_bookkeeping_hand_case():
+    """Two envs, three steps: env 0 terminates at step 2, env 1 reaches the clip's end (loop stops there)."""
+    from mimic_rl.tasks.tracking.from_start import EVAL_METRICS, FromStartEvaluation
+
+    ev = FromStartEvaluation(2, ["a", "b"], step_dt=0.5)
+    for step, (e0, e1) in enumerate([(10.0, 20.0), (30.0, 40.0), (999.0, 60.0)], start=1):
+        metrics = {k: torch.tensor([e0, e1]) for k in EVAL_METRICS}
+        metrics["body_error_mm"] = torch.tensor([[e0, 0.0], [e1, 2.0]])
+        dones = torch.tensor([step == 2, False])
+        ev.record(metrics, dones, terminated=dones)
+    entry = ev.result("clip", duration_s=1.5, clip_steps=3, end_is_success=True)
+    assert entry["success_rate"] == 0.5 and entry["failure_times_s"] == [1.0]
+    assert entry["episode_length"] == 2.5 and entry["episode_length_fraction"] == 2.5 / 3
+    assert entry["global_mpjpe_mm"] == ((10 + 30) / 2 + (20 + 40 + 60) / 3) / 2  # env 0's step 3 is not counted
+    assert entry["per_body_mpjpe_mm"] == {"a": (10 + 20 + 30 + 40 + 60) / 5, "b": 2.0 * 3 / 5}
+    assert entry["over_time"]["alive"] == [2, 2, 1] and entry["over_time"]["global_mpjpe_mm"] == [15.0, 35.0, 60.0]
+    assert FromStartEvaluation(1, [], 0.5).result("x", 1.0, 2)["success_rate"] == 0.0  # alive but not told: no success

@@ -8,13 +8,13 @@ it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 
+from mimic_rl.envs.registry import SimulatorTaskConfig
 from mimic_rl.errors import UsageError
-from mimic_rl.utils import Range
 
 __all__ = ["INSTALL_HINT", "IsaacLabEnvConfig", "make_isaaclab_env"]
 
@@ -26,20 +26,13 @@ INSTALL_HINT = (
 
 
 @dataclass
-class IsaacLabEnvConfig:
-    """An Isaac Lab task from its gym registry, unchanged except for what is set here."""
+class IsaacLabEnvConfig(SimulatorTaskConfig):
+    """An Isaac Lab task from its gym registry; tracking tasks whose config has ``commands.motion.motion_file`` read
+    the one file in ``motions``."""
 
     backend: Literal["isaaclab"] = "isaaclab"
     task: str = "Isaac-Velocity-Flat-G1-v0"
-    """A registered Isaac Lab task id."""
-    num_envs: Annotated[int | None, Range(1)] = None
-    """None: the task's own number."""
-    motions: list[str] = field(default_factory=list)
-    """Tracking tasks whose config has ``commands.motion.motion_file``: the one motion file."""
-    clip_actions: Annotated[float | None, Range(0, low_exclusive=True)] = None
     headless: bool = True
-    seed: Annotated[int, Range(0)] = 0
-    device: str = "cuda:0"
 
 
 def make_isaaclab_env(cfg: IsaacLabEnvConfig) -> Any:

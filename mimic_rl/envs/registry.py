@@ -9,12 +9,21 @@ through ``gym.make`` and ``isaaclab_rl``'s rsl_rl wrapper). Another package adds
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
 from mimic_rl.errors import ConfigError
+from mimic_rl.utils import Range
 
-__all__ = ["Backend", "backend", "backend_names", "env_config_class", "make_env", "register_backend"]
+__all__ = [
+    "Backend",
+    "SimulatorTaskConfig",
+    "backend",
+    "backend_names",
+    "env_config_class",
+    "make_env",
+    "register_backend",
+]
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,23 @@ class Backend:
     evaluate: str | None = None
     """``evaluate(policy, cfg, num_envs) -> dict``: the per-clip evaluation from each clip's first frame (the
     embedded env's is ``mimic_rl.runners.evaluation``'s own)."""
+
+
+@dataclass
+class SimulatorTaskConfig:
+    """What every backend that runs a simulator's registered task (mjlab, Isaac Lab) sets; the task is otherwise
+    unchanged. Subclasses fix ``backend`` and add their own settings."""
+
+    backend: str = ""
+    task: str = ""
+    """A task id of the simulator's registry."""
+    num_envs: Annotated[int | None, Range(1)] = None
+    """None: the task's own number."""
+    motions: list[str] = field(default_factory=list)
+    """Tracking tasks: the one motion file the task's motion command reads."""
+    clip_actions: Annotated[float | None, Range(0, low_exclusive=True)] = None
+    seed: Annotated[int, Range(0)] = 0
+    device: str = "cpu"
 
 
 _BACKENDS: dict[str, Backend] = {}

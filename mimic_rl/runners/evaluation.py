@@ -21,10 +21,9 @@ from mimic_rl.errors import UsageError
 from mimic_rl.models.actor_critic import Actor
 from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.runners.compat import check_policy_fits_env
+from mimic_rl.tasks.tracking.from_start import EVAL_METRICS, FromStartEvaluation
 
 __all__ = ["ActorPolicy", "evaluate_policy"]
-
-METRICS = ("global_mpjpe_mm", "root_mpjpe_mm", "joint_pos_error", "joint_vel_rms_error", "ee_error_mm")
 
 
 class ActorPolicy:
@@ -88,52 +87,23 @@ def evaluate_policy(
         results.append(_evaluate_clip(env, policy, clip, body_names))
         env.close()
     summary = {
-        k: sum(r[k] for r in results) / len(results) for k in (*METRICS, "success_rate", "episode_length_fraction")
+        k: sum(r[k] for r in results) / len(results) for k in (*EVAL_METRICS, "success_rate", "episode_length_fraction")
     }
     return {"clips": results, "summary": summary}
 
 
 def _evaluate_clip(env: Any, policy: Any, clip: Any, body_names: list[str]) -> dict:
     """Play ``clip`` from its first frame in every env of ``env`` until each env's first episode ends."""
-    n = env.num_envs
     clip_steps = max(1, int(clip.duration / env.step_dt))
-    alive = torch.ones(n, dtype=torch.bool)
-    success = torch.zeros(n, dtype=torch.bool)
-    length = torch.zeros(n)
-    sums = {k: torch.zeros(n, dtype=torch.float64) for k in METRICS}
-    body_sum = torch.zeros(len(body_names), dtype=torch.float64)
-    body_count = 0
-    over_time: dict[str, list[float]] = {"time_s": [], "global_mpjpe_mm": [], "root_mpjpe_mm": [], "alive": []}
-    failures: list[float] = []
+    evaluation = FromStartEvaluation(env.num_envs, body_names, env.step_dt)
     obs = env.get_observations()
     policy.reset()  # a recurrent policy starts each clip from a zero state
-    for step in range(clip_steps + 5):
+    for _ in range(clip_steps + 5):
         obs, _, dones, extras = env.step(policy(obs))
         policy.reset(dones)
         tracking = {k: v.cpu() for k, v in extras["tracking"].items()}
-        for k in METRICS:
-            sums[k] += torch.where(alive, tracking[k].double(), 0.0)
-        body_sum += tracking["body_error_mm"][alive].double().sum(0)
-        body_count += int(alive.sum())
-        over_time["time_s"].append((step + 1) * env.step_dt)
-        over_time["alive"].append(int(alive.sum()))
-        for k in ("global_mpjpe_mm", "root_mpjpe_mm"):
-            over_time[k].append(float(tracking[k][alive].mean()))
-        length += alive.float()
-        ended = alive & dones.cpu()
-        success |= ended & ~tracking["terminated"]
-        failures += [(step + 1) * env.step_dt] * int((ended & tracking["terminated"]).sum())
-        alive &= ~dones.cpu()
-        if not bool(alive.any()):
+        evaluation.record(tracking, dones.cpu(), tracking["terminated"])
+        if not evaluation.any_alive:
             break
-    steps = length.clamp(min=1).double()
     name = Path(str(clip.metadata.get("source", "clip"))).stem
-    entry = {"name": name, "duration_s": clip.duration, "num_envs": n, "clip_steps": clip_steps}
-    entry.update({k: float((sums[k] / steps).mean()) for k in METRICS})
-    entry["success_rate"] = float(success.float().mean())
-    entry["episode_length"] = float(length.mean())
-    entry["episode_length_fraction"] = float(length.mean()) / clip_steps
-    entry["failure_times_s"] = failures
-    entry["per_body_mpjpe_mm"] = {b: float(v) for b, v in zip(body_names, body_sum / max(1, body_count))}
-    entry["over_time"] = over_time
-    return entry
+    return evaluation.result(name, clip.duration, clip_steps)

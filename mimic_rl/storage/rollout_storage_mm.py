@@ -257,8 +257,8 @@ class RolloutStorageMM:
                     self._warned_timeout_fallback = True
                     warnings.warn(
                         "RolloutStorageMM: time-outs without bootstrap_values; falling back to rsl_rl's gamma * V(s_t) "
-                        "shortcut. Return extras['final_observations'] from the env so that time-outs bootstrap "
-                        "from the real next state.",
+                        "shortcut (envs that return extras['final_observations'], like the embedded env, bootstrap "
+                        "from the real next state; rsl_rl VecEnvs such as mjlab's and Isaac Lab's do not).",
                         RuntimeWarning,
                         stacklevel=2,
                     )

@@ -17,11 +17,12 @@ from typing import Any
 import torch
 
 from mimic_rl.envs.mjlab.config import MjlabEnvConfig
-from mimic_rl.envs.mjlab.env import MjlabVecEnv, mjlab_env_config
+from mimic_rl.envs.mjlab.env import MjlabVecEnv, make_mjlab_env
+from mimic_rl.errors import UsageError
+from mimic_rl.tasks.tracking import joint_position_error
+from mimic_rl.tasks.tracking.from_start import EVAL_METRICS, FromStartEvaluation
 
 __all__ = ["evaluate_mjlab"]
-
-METRICS = ("global_mpjpe_mm", "root_mpjpe_mm", "joint_pos_error", "joint_vel_rms_error", "ee_error_mm")
 
 
 def _ee_bodies(env_cfg: Any) -> tuple[str, ...]:
@@ -37,7 +38,7 @@ def _metrics(command: Any, ee_bodies: tuple[str, ...]) -> dict[str, torch.Tensor
     return {
         "global_mpjpe_mm": 1000 * M.compute_mpkpe(command),
         "root_mpjpe_mm": 1000 * M.compute_root_relative_mpkpe(command),
-        "joint_pos_error": (command.joint_pos - command.robot_joint_pos).abs().mean(-1),
+        "joint_pos_error": joint_position_error(command.joint_pos, command.robot_joint_pos),
         "joint_vel_rms_error": M.compute_joint_velocity_error(command),
         "ee_error_mm": 1000 * M.compute_ee_position_error(command, ee_bodies),
         "body_error_mm": 1000 * body_error,
@@ -48,19 +49,14 @@ def _metrics(command: Any, ee_bodies: tuple[str, ...]) -> dict[str, torch.Tensor
 def evaluate_mjlab(policy: Any, cfg: Any, num_envs: int = 8) -> dict[str, Any]:
     """Evaluate ``policy`` (a callable of the observation TensorDict with ``reset(dones)``) on ``cfg.env``'s mjlab
     tracking task from its motion's first frame; returns the JSON-ready per-clip dict of ``evaluate_policy``."""
-    from mjlab.envs import ManagerBasedRlEnv
-    from mjlab.rl import RslRlVecEnvWrapper
-
-    env_cfg = copy.deepcopy(cfg.env)
-    assert isinstance(env_cfg, MjlabEnvConfig)
+    env_cfg: MjlabEnvConfig = copy.deepcopy(cfg.env)
     env_cfg.num_envs, env_cfg.play, env_cfg.device = num_envs, True, cfg.runner.device
-    task_cfg = mjlab_env_config(env_cfg)
-    env = MjlabVecEnv(RslRlVecEnvWrapper(ManagerBasedRlEnv(cfg=task_cfg, device=str(env_cfg.device))), env_cfg)
+    env = make_mjlab_env(env_cfg)
     try:
-        entry = _evaluate_motion(env, policy, _ee_bodies(task_cfg), Path(env_cfg.motions[0]).stem)
+        entry = _evaluate_motion(env, policy, _ee_bodies(env.unwrapped.cfg), Path(env_cfg.motions[0]).stem)
     finally:
         env.close()
-    summary = {k: entry[k] for k in (*METRICS, "success_rate", "episode_length_fraction")}
+    summary = {k: entry[k] for k in (*EVAL_METRICS, "success_rate", "episode_length_fraction")}
     return {"clips": [entry], "summary": summary, "env": f"mjlab:{env_cfg.task}"}
 
 
@@ -68,52 +64,20 @@ def _evaluate_motion(env: MjlabVecEnv, policy: Any, ee_bodies: tuple[str, ...], 
     """Play the motion from its first frame in every env until each env's first episode ends."""
     command = env.motion_command
     if command is None:
-        raise ValueError(f"mjlab task {env.cfg.task} has no motion command: nothing to evaluate from a clip's start")
-    n, device = env.num_envs, env.device
+        raise UsageError(
+            f"mjlab task {env.cfg.task} has no motion command: nothing to evaluate from a clip's start; use --no-eval"
+        )
     clip_steps = int(command.motion.time_step_total) - 1
     env.reset()
-    alive = torch.ones(n, dtype=torch.bool, device=device)
-    success = torch.zeros(n, dtype=torch.bool, device=device)
-    length = torch.zeros(n, device=device)
-    sums = {k: torch.zeros(n, dtype=torch.float64, device=device) for k in METRICS}
-    body_names = list(command.cfg.body_names)
-    body_sum = torch.zeros(len(body_names), dtype=torch.float64, device=device)
-    body_count = 0
-    over_time: dict[str, list[float]] = {"time_s": [], "global_mpjpe_mm": [], "root_mpjpe_mm": [], "alive": []}
-    failures: list[float] = []
+    evaluation = FromStartEvaluation(env.num_envs, command.cfg.body_names, env.step_dt, env.device)
     obs = env.get_observations()
     policy.reset()
-    for step in range(clip_steps):
+    for _ in range(clip_steps):
         metrics = _metrics(command, ee_bodies)  # the state the policy acts from, against its reference frame
-        obs, _, dones, _ = env.step(policy(obs))
+        obs, _, dones, extras = env.step(policy(obs))
         policy.reset(dones)
-        for k in METRICS:
-            sums[k] += torch.where(alive, metrics[k].double(), 0.0)
-        body_sum += metrics["body_error_mm"][alive].double().sum(0)
-        body_count += int(alive.sum())
-        over_time["time_s"].append((step + 1) * env.step_dt)
-        over_time["alive"].append(int(alive.sum()))
-        for k in ("global_mpjpe_mm", "root_mpjpe_mm"):
-            over_time[k].append(float(metrics[k][alive].mean()) if bool(alive.any()) else float("nan"))
-        length += alive.float()
-        terminated = alive & dones
-        failures += [(step + 1) * env.step_dt] * int(terminated.sum())
-        alive &= ~dones
-        if not bool(alive.any()):
+        time_outs = extras.get("time_outs")
+        evaluation.record(metrics, dones, dones if time_outs is None else dones & ~time_outs.to(torch.bool))
+        if not evaluation.any_alive:
             break
-    success |= alive  # reached the motion's end without a termination
-    steps = length.clamp(min=1).double()
-    entry: dict[str, Any] = {
-        "name": name,
-        "duration_s": clip_steps * env.step_dt,
-        "num_envs": n,
-        "clip_steps": clip_steps,
-    }
-    entry.update({k: float((sums[k] / steps).mean()) for k in METRICS})
-    entry["success_rate"] = float(success.float().mean())
-    entry["episode_length"] = float(length.mean())
-    entry["episode_length_fraction"] = float(length.mean()) / max(1, clip_steps)
-    entry["failure_times_s"] = failures
-    entry["per_body_mpjpe_mm"] = {b: float(v) for b, v in zip(body_names, body_sum / max(1, body_count))}
-    entry["over_time"] = over_time
-    return entry
+    return evaluation.result(name, clip_steps * env.step_dt, clip_steps, end_is_success=True)

@@ -1,0 +1,74 @@
+"""One clip played from its first frame by N envs until each env's first episode ends: the evaluation's bookkeeping.
+
+Every backend's evaluation feeds it the per-env metrics of each step; it keeps the averages over the steps each env
+was alive, success (an episode that ended without a termination, or reached the end of the clip), the errors over the
+clip's time with the number of envs still alive, and the times at which episodes terminated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["EVAL_METRICS", "FromStartEvaluation"]
+
+EVAL_METRICS = ("global_mpjpe_mm", "root_mpjpe_mm", "joint_pos_error", "joint_vel_rms_error", "ee_error_mm")
+"""Per-env metrics averaged over each env's alive steps (``body_error_mm`` ``[N, B]`` is needed too)."""
+
+
+class FromStartEvaluation:
+    """Accumulates the evaluation of one clip (see the module docstring); ``record`` each step, then ``result``."""
+
+    def __init__(self, num_envs: int, body_names: Sequence[str], step_dt: float, device: Any = "cpu") -> None:
+        self.n, self.body_names, self.step_dt = num_envs, list(body_names), float(step_dt)
+        self.steps_done = 0
+        self.alive = torch.ones(num_envs, dtype=torch.bool, device=device)
+        self.success = torch.zeros(num_envs, dtype=torch.bool, device=device)
+        self.length = torch.zeros(num_envs, device=device)
+        self.sums = {k: torch.zeros(num_envs, dtype=torch.float64, device=device) for k in EVAL_METRICS}
+        self.body_sum = torch.zeros(len(self.body_names), dtype=torch.float64, device=device)
+        self.body_count = 0
+        self.over_time: dict[str, list[float]] = {"time_s": [], "global_mpjpe_mm": [], "root_mpjpe_mm": [], "alive": []}
+        self.failures: list[float] = []
+
+    @property
+    def any_alive(self) -> bool:
+        """Whether some env is still in its first episode."""
+        return bool(self.alive.any())
+
+    def record(self, metrics: Mapping[str, torch.Tensor], dones: torch.Tensor, terminated: torch.Tensor) -> None:
+        """One step: ``metrics`` (``{name: [N]}`` and ``body_error_mm`` ``[N, B]``), ``dones`` and ``terminated``
+        (``[N]`` bool: the episode ended at this step, by a termination)."""
+        self.steps_done += 1
+        alive = self.alive
+        for k in EVAL_METRICS:
+            self.sums[k] += torch.where(alive, metrics[k].double(), 0.0)
+        self.body_sum += metrics["body_error_mm"][alive].double().sum(0)
+        self.body_count += int(alive.sum())
+        self.over_time["time_s"].append(self.steps_done * self.step_dt)
+        self.over_time["alive"].append(int(alive.sum()))
+        for k in ("global_mpjpe_mm", "root_mpjpe_mm"):
+            self.over_time[k].append(float(metrics[k][alive].mean()))
+        self.length += alive.float()
+        ended = alive & dones
+        self.success |= ended & ~terminated
+        self.failures += [self.steps_done * self.step_dt] * int((ended & terminated).sum())
+        self.alive = alive & ~dones
+
+    def result(self, name: str, duration_s: float, clip_steps: int, end_is_success: bool = False) -> dict[str, Any]:
+        """The clip's JSON-ready entry; with ``end_is_success``, envs still alive (the loop stopped at the clip's
+        end) count as successes."""
+        success = self.success | self.alive if end_is_success else self.success
+        steps = self.length.clamp(min=1).double()
+        entry: dict[str, Any] = {"name": name, "duration_s": duration_s, "num_envs": self.n, "clip_steps": clip_steps}
+        entry.update({k: float((self.sums[k] / steps).mean()) for k in EVAL_METRICS})
+        entry["success_rate"] = float(success.float().mean())
+        entry["episode_length"] = float(self.length.mean())
+        entry["episode_length_fraction"] = float(self.length.mean()) / max(1, clip_steps)
+        entry["failure_times_s"] = self.failures
+        per_body = self.body_sum / max(1, self.body_count)
+        entry["per_body_mpjpe_mm"] = {b: float(v) for b, v in zip(self.body_names, per_body)}
+        entry["over_time"] = self.over_time
+        return entry
