@@ -4,7 +4,8 @@ Times one PPO iteration's storage work: adding T transitions, computing returns 
 mini-batch pass (epochs x mini-batches). Both storages hold the same fields: policy and reference observations,
 actions, rewards, dones, values, log-probs, mean and std (this project additionally stores the reference mask,
 time-outs and bootstrap values). The mini-batch pass is also compared with a plain ``torch.index_select`` of the same
-bytes, the memory-bandwidth floor.
+bytes, the memory-bandwidth floor. The generic core underneath, ``RolloutBuffer``, is timed on the same fields, filled
+step by step (``add_step``) and in place (``start_rollout()`` views, then ``add()``).
 
     python tools/bench_storage.py                 # the seed's shapes (4096 x 24) and a 1024-env case
     python tools/bench_storage.py --repeats 9 --device cuda
@@ -20,7 +21,7 @@ import types
 import torch
 from tensordict import TensorDict
 
-from mimic_rl.storage import RolloutStorageMM
+from mimic_rl.storage import FieldSpec, RolloutBuffer, RolloutStorageMM, compute_gae, normalize_advantages
 
 OBS, REF, ACT = 48, 26, 19
 
@@ -94,6 +95,69 @@ def run_ours(rollout, num_envs, steps, epochs, mini_batches, device, amp=False):
     t3 = time.perf_counter()
     width = st._batch_columns * 4 + st._store.width("flag")  # bytes per sample the pass gathers
     return (t1 - t0, t2 - t1, t3 - t2), width
+
+
+def buffer_spec() -> dict:
+    """The fields of ``run_ours``'s storage, in its column order."""
+    scalar, flag = FieldSpec((1,), scalar=True), FieldSpec((1,), torch.bool, scalar=True, lenient=True)
+    computed = FieldSpec((1,), scalar=True, computed=True)
+    return {
+        "obs": (OBS,),
+        "ref": (REF,),
+        "ref_mask": FieldSpec((), torch.bool),
+        "actions": (ACT,),
+        "values": scalar,
+        "returns": computed,
+        "advantages": computed,
+        "log_prob": scalar,
+        "mu": (ACT,),
+        "sigma": (ACT,),
+        "rewards": scalar,
+        "bootstrap": scalar,
+        "dones": flag,
+        "time_outs": flag,
+    }
+
+
+def run_buffer(rollout, num_envs, steps, epochs, mini_batches, device, in_place=False):
+    """One iteration of the core RolloutBuffer on the same fields; returns (add, returns, pass) seconds."""
+    buf = RolloutBuffer(steps, num_envs, buffer_spec(), device)
+    keys = [k for k in buffer_spec() if k not in ("rewards", "bootstrap", "dones", "time_outs")]
+    last_values = rollout[-1]["values"]
+    sync(device)
+    t0 = time.perf_counter()
+    if in_place:
+        view = buf.start_rollout()
+        for t, s in enumerate(rollout):
+            for key, value in s.items():
+                view[key][t].copy_(value.view(view[key][t].shape))
+        buf.add()
+    else:
+        buf.clear()
+        for s in rollout:
+            buf.add_step(s)
+    sync(device)
+    t1 = time.perf_counter()
+    td = buf.get()
+    returns, advantages = compute_gae(
+        td["rewards"].contiguous(),
+        td["values"].contiguous(),
+        td["dones"],
+        last_values,
+        0.99,
+        0.95,
+        td["time_outs"],
+        td["bootstrap"].contiguous(),
+    )
+    td["returns"].copy_(returns)
+    td["advantages"].copy_(normalize_advantages(advantages))
+    sync(device)
+    t2 = time.perf_counter()
+    for _batch in buf.mini_batches(mini_batches, epochs, keys=keys):
+        pass
+    sync(device)
+    t3 = time.perf_counter()
+    return (t1 - t0, t2 - t1, t3 - t2)
 
 
 def run_rsl_rl(rollout, num_envs, steps, epochs, mini_batches, device):
@@ -172,17 +236,21 @@ def main() -> None:
     for num_envs in args.envs:
         rollout = make_rollout(num_envs, args.steps, args.device)
         common = (rollout, num_envs, args.steps, args.epochs, args.mini_batches, args.device)
-        ours, theirs, amp, floor = [], [], [], []
-        run_ours(*common), run_rsl_rl(*common)  # warm-up
-        for _ in range(args.repeats):  # interleaved so that drift hits both alike
+        ours, theirs, amp, floor, core, core_in_place = [], [], [], [], [], []
+        run_ours(*common), run_rsl_rl(*common), run_buffer(*common)  # warm-up
+        for _ in range(args.repeats):  # interleaved so that drift hits all alike
             times, width = run_ours(*common)
             ours.append(times)
             theirs.append(run_rsl_rl(*common))
             amp.append(run_ours(*common, amp=True)[0])
+            core.append(run_buffer(*common))
+            core_in_place.append(run_buffer(*common, in_place=True))
             floor.append(run_floor(num_envs, args.steps, width, args.epochs, args.mini_batches, args.device))
         o = [median([t[i] for t in ours]) for i in range(3)]
         r = [median([t[i] for t in theirs]) for i in range(3)]
         a = [median([t[i] for t in amp]) for i in range(3)]
+        c = [median([t[i] for t in core]) for i in range(3)]
+        ci = [median([t[i] for t in core_in_place]) for i in range(3)]
         f = median(floor)
         print(f"\n{num_envs} envs x {args.steps} steps (median of {args.repeats}, ms)")
         print(f"{'':28s}{'add':>9s}{'returns':>9s}{'pass':>9s}{'total':>9s}")
@@ -190,6 +258,8 @@ def main() -> None:
             ("mimic_rl RolloutStorageMM", o),
             ("rsl_rl RolloutStorage+PPO", r),
             ("mimic_rl with AMP pairs", a),
+            ("RolloutBuffer add_step", c),
+            ("RolloutBuffer in place", ci),
         ):
             print(f"{name:28s}" + "".join(f"{1e3 * x:9.2f}" for x in (*row, sum(row))))
         print(f"{'index_select floor (pass)':28s}{'':27s}{1e3 * f:9.2f}")

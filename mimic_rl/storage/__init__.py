@@ -2,12 +2,15 @@
 
 from mimic_rl.storage.batches import DistillationBatch, PPOBatch
 from mimic_rl.storage.returns import compute_gae, compute_monte_carlo, normalize_advantages
+from mimic_rl.storage.rollout import FieldSpec, RolloutBuffer
 from mimic_rl.storage.rollout_storage_mm import RolloutStorageMM
 from mimic_rl.storage.sequences import SequenceMode, build_sequences, split_and_pad_trajectories, unpad_trajectories
 
 __all__ = [
     "DistillationBatch",
+    "FieldSpec",
     "PPOBatch",
+    "RolloutBuffer",
     "RolloutStorageMM",
     "SequenceMode",
     "build_sequences",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from tensordict import TensorDict
+from tensordict import TensorDict, TensorDictBase
 
 __all__ = ["Field", "PackedStore", "ShapeSpec"]
 
@@ -90,7 +90,7 @@ class PackedStore:
         lenient_flag: bool = False,
     ) -> None:
         """Declare a field; a mapping (or TensorDict) of shapes makes it a TensorDict of groups."""
-        if isinstance(shape, TensorDict):
+        if isinstance(shape, TensorDictBase):
             specs = {k: (tuple(v.shape[1:]), v.dtype) for k, v in shape.items(include_nested=True, leaves_only=True)}
             is_dict = True
         elif isinstance(shape, Mapping):
@@ -120,20 +120,30 @@ class PackedStore:
         """Number of columns of a store."""
         return self._width[store]
 
-    def assemble(self, f: Field, rows: Mapping[str, torch.Tensor], lead: tuple[int, ...]) -> Any:
-        """Build a field's tensor (or TensorDict) from store rows shaped ``[*lead, width]``."""
+    def assemble(self, f: Field, rows: Mapping[str, torch.Tensor], lead: tuple[int, ...], float_offset: int = 0) -> Any:
+        """Build a field's tensor (or TensorDict) from store rows shaped ``[*lead, width]``.
+
+        ``float_offset`` is the first float column that ``rows`` holds (see ``gather``'s column window).
+        """
         out = {}
         for key, leaf in f.leaves.items():
             src = rows[leaf.store]
-            out[key] = src[..., leaf.start : leaf.stop].view(*lead, *leaf.shape)
+            shift = float_offset if leaf.store == FLOAT else 0
+            out[key] = src[..., leaf.start - shift : leaf.stop - shift].view(*lead, *leaf.shape)
         if not f.is_dict:
             return out[None]
         return TensorDict(out, batch_size=list(lead), device=self.device)
 
-    def gather(self, ext_index: torch.Tensor, stores: tuple[str, ...] | None = None, columns: int | None = None):
+    def gather(
+        self,
+        ext_index: torch.Tensor,
+        stores: tuple[str, ...] | None = None,
+        columns: int | tuple[int, int] | None = None,
+    ):
         """Rows of the extended stores at flat extended indices ``ext_index`` (any shape), store by store.
 
-        ``columns`` limits the float store to its first columns (fields are laid out batch-fields first).
+        ``columns`` limits the float store to its first columns, or to the window ``(start, stop)`` (then pass
+        ``float_offset=start`` to ``assemble``).
         """
         flat = ext_index.reshape(-1)
         lead = tuple(ext_index.shape)
@@ -141,7 +151,8 @@ class PackedStore:
         for key in stores or tuple(self.stores):
             src = self.stores[key].view(-1, self.stores[key].shape[-1])
             if key == FLOAT and columns is not None:
-                src = src[:, :columns]
+                start, stop = (0, columns) if isinstance(columns, int) else columns
+                src = src[:, start:stop]
             out[key] = src.index_select(0, flat).view(*lead, src.shape[-1])
         return out
 
@@ -149,57 +160,69 @@ class PackedStore:
         """One past the last float column of a field (for prefix gathers)."""
         return max((leaf.stop for leaf in self.fields[name].leaves.values() if leaf.store == FLOAT), default=0)
 
+    def columns_start(self, name: str) -> int:
+        """The first float column of a field (its float width if it has no float leaf)."""
+        starts = [leaf.start for leaf in self.fields[name].leaves.values() if leaf.store == FLOAT]
+        return min(starts, default=self._width[FLOAT])
+
     def carry(self, row: int) -> None:
         """Copy extended row ``row`` (a step of the rollout that ends) into the carry row 0."""
         for store in self.stores.values():
             store[0].copy_(store[row])
 
     # ------------------------------------------------------------------ writing
-    def write(self, name: str, row: int, value: Any, source: str) -> None:
-        """Validate ``value`` for field ``name`` and copy it into extended row ``row``."""
+    def write(self, name: str, row: int | slice, value: Any, source: str, prefix: str = "Transition.") -> None:
+        """Validate ``value`` for field ``name`` and copy it into extended row ``row`` (or rows ``row``, a slice).
+
+        Errors read ``{prefix}{source}: ...``; a slice expects ``[rows, num_envs, ...]`` values.
+        """
         f = self.fields[name]
+        if value is None:
+            raise ValueError(f"{prefix}{source} is None, but the storage keeps a buffer for it; set it before adding")
         if f.is_dict:
-            if not isinstance(value, Mapping | TensorDict):
+            if not isinstance(value, Mapping | TensorDictBase):
                 raise TypeError(
-                    f"Transition.{source}: the storage holds a TensorDict with groups {sorted(f.leaves)} "
+                    f"{prefix}{source}: the storage holds a TensorDict with groups {sorted(f.leaves)} "
                     f"but got {type(value).__name__}"
                 )
             missing = (
                 [k for k in f.leaves if k not in value.keys(include_nested=True, leaves_only=True)]
-                if isinstance(value, TensorDict)
+                if isinstance(value, TensorDictBase)
                 else [k for k in f.leaves if k not in value]
             )
             if missing:
-                raise KeyError(
-                    f"Transition.{source}: missing observation group(s) {missing}; expected {sorted(f.leaves)}"
-                )
+                raise KeyError(f"{prefix}{source}: missing observation group(s) {missing}; expected {sorted(f.leaves)}")
             for key, leaf in f.leaves.items():
-                self._write_leaf(f, leaf, row, value[key], f"{source}[{key!r}]")
+                self._write_leaf(f, leaf, row, value[key], f"{prefix}{source}[{key!r}]")
         else:
-            if isinstance(value, Mapping | TensorDict):
+            if isinstance(value, Mapping | TensorDictBase):
                 raise TypeError(
-                    f"Transition.{source}: got a {type(value).__name__} but the storage was built with a plain shape "
+                    f"{prefix}{source}: got a {type(value).__name__} but the storage was built with a plain shape "
                     f"{f.leaves[None].shape}; pass the shapes as a dict (or an example TensorDict) to store groups"
                 )
-            self._write_leaf(f, f.leaves[None], row, value, source)
+            self._write_leaf(f, f.leaves[None], row, value, f"{prefix}{source}")
 
-    def _write_leaf(self, f: Field, leaf: _Leaf, row: int, value: Any, label: str) -> None:
+    def _write_leaf(self, f: Field, leaf: _Leaf, row: int | slice, value: Any, label: str) -> None:
         if not isinstance(value, torch.Tensor):
-            raise TypeError(f"Transition.{label}: expected a torch.Tensor, got {type(value).__name__}")
-        expected = leaf.expected
+            raise TypeError(f"{label}: expected a torch.Tensor, got {type(value).__name__}")
+        if isinstance(row, slice):
+            expected = (len(range(*row.indices(self.num_steps + 1))), *leaf.expected)
+            dims = "[rows, num_envs, ...]"
+        else:
+            expected, dims = leaf.expected, "[num_envs, ...]"
         shape = value.shape
         if shape != expected:
-            if f.scalar and shape == expected[:1]:
+            if f.scalar and shape == expected[:-1]:
                 value = value.unsqueeze(-1)
             else:
-                accepted = f"{expected} or {expected[:1]}" if f.scalar else f"{expected}"
-                raise ValueError(f"Transition.{label}: expected shape {accepted} ([num_envs, ...]), got {tuple(shape)}")
+                accepted = f"{expected} or {expected[:-1]}" if f.scalar else f"{expected}"
+                raise ValueError(f"{label}: expected shape {accepted} ({dims}), got {tuple(shape)}")
         if value.dtype != leaf.dtype:
             if f.lenient_flag and leaf.dtype == torch.bool:
                 value = value != 0
             else:
                 raise TypeError(
-                    f"Transition.{label}: expected dtype {leaf.dtype}, got {value.dtype}"
+                    f"{label}: expected dtype {leaf.dtype}, got {value.dtype}"
                     + ("; pass a bool mask (e.g. mask.bool())" if leaf.dtype == torch.bool else "")
                 )
         leaf.rows[row].copy_(value)

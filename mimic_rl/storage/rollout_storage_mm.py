@@ -4,6 +4,11 @@ Keeps the GBC seed's API (constructor, ``Transition``, ``add_transitions``, ``co
 mini-batch and the 7-item distillation batch) and fixes its defects: correct truncation bootstrapping, reshuffling
 every epoch, AMP pairs that are really (env n, t-1) -> (env n, t) with resets masked, extractor callbacks resolved
 once, and ``get_statistics`` that leaves ``dones`` alone. Buffers are time-major ``[T, N, ...]``.
+
+It is a thin adapter over the generic ``RolloutBuffer``: the seed's buffers are its fields (``observations``,
+``reference_observations``, ``mu``, ...; ``returns`` and ``advantages`` are computed fields), a ``Transition`` becomes
+one ``add_step``, and both PPO generators are ``RolloutBuffer.mini_batches`` turned into ``PPOBatch``es. Hidden states
+stay here (``HiddenStateStore``): they are saved per step and gathered only at each sequence's first step.
 """
 
 from __future__ import annotations
@@ -18,13 +23,47 @@ from mimic_rl.errors import TrainingDiverged
 from mimic_rl.storage.amp_pairs import AmpPairExtractor
 from mimic_rl.storage.batches import DistillationBatch, PPOBatch
 from mimic_rl.storage.hidden import HiddenStateStore
-from mimic_rl.storage.layout import FLAG, FLOAT, PackedStore
+from mimic_rl.storage.layout import PackedStore
 from mimic_rl.storage.returns import compute_gae, compute_monte_carlo, normalize_advantages
-from mimic_rl.storage.sequences import SequenceMode, build_sequences, pad_indices
+from mimic_rl.storage.rollout import FieldSpec, RolloutBuffer
+from mimic_rl.storage.sequences import SequenceMode, build_sequences
 
 __all__ = ["RolloutStorageMM"]
 
 _TRAINING_TYPES = ("rl", "distillation")
+_SCALAR = FieldSpec((1,), scalar=True)
+_FLAG = FieldSpec((1,), torch.bool, scalar=True, lenient=True)
+_MASK = FieldSpec((), torch.bool)
+_LABELS = {  # buffer field -> Transition attribute, for error messages
+    "privileged_observations": "critic_observations",
+    "privileged_reference_observations": "critic_reference_observations",
+    "privileged_reference_observations_mask": "critic_reference_observations_mask",
+    "mu": "action_mean",
+    "sigma": "action_sigma",
+}
+_NOT_IN_BATCH = ("rewards", "bootstrap_values", "dones", "time_outs")
+_SEED_BUFFERS = (
+    "observations",
+    "privileged_observations",
+    "reference_observations",
+    "reference_observations_mask",
+    "privileged_reference_observations",
+    "privileged_reference_observations_mask",
+    "rnd_state",
+    "actions",
+    "dagger_actions",
+    "privileged_actions",
+    "rewards",
+    "dones",
+    "time_outs",
+    "values",
+    "returns",
+    "advantages",
+    "actions_log_prob",
+    "mu",
+    "sigma",
+    "bootstrap_values",
+)
 
 
 def _present(shape: Any) -> bool:
@@ -105,75 +144,79 @@ class RolloutStorageMM:
         self.rnd_state_shape = rnd_state_shape
         self.apply_dagger_actions = bool(apply_dagger_actions)
         self.amp_cfg = dict(amp_cfg) if amp_cfg else None
-        self.step = 0
 
-        has_ref = _present(ref_obs_shape)
-        has_critic = _present(privileged_obs_shape)
-        has_critic_ref = has_ref and _present(privileged_ref_obs_shape)
-        is_rl = training_type == "rl"
-
-        # Declaration order is column order: state fields first (AMP gathers a prefix), batch fields, then the rest.
-        store = PackedStore(self.num_transitions_per_env, self.num_envs, self.device)
-        store.add("observations", obs_shape)
-        if has_ref:
-            store.add("reference_observations", ref_obs_shape)
-            store.add("reference_observations_mask", (), torch.bool)
-        if has_critic:
-            store.add("privileged_observations", privileged_obs_shape)
-        if has_critic_ref:
-            store.add("privileged_reference_observations", privileged_ref_obs_shape)
-            store.add("privileged_reference_observations_mask", (), torch.bool)
-        if _present(rnd_state_shape):
-            store.add("rnd_state", rnd_state_shape)
-        store.add("actions", actions_shape)
-        if self.apply_dagger_actions:
-            store.add("dagger_actions", actions_shape)
-        if not is_rl:
-            store.add("privileged_actions", actions_shape)
-        if is_rl:
-            for name in ("values", "returns", "advantages", "actions_log_prob"):
-                store.add(name, (1,), scalar=True)
-            store.add("mu", actions_shape)
-            store.add("sigma", actions_shape)
-        self._batch_columns = store.width(FLOAT)
-        store.add("rewards", (1,), scalar=True)
-        if is_rl:
-            store.add("bootstrap_values", (1,), scalar=True)
-        store.add("dones", (1,), torch.bool, scalar=True, lenient_flag=True)
-        store.add("time_outs", (1,), torch.bool, scalar=True, lenient_flag=True)
-        store.allocate()
-        self._store = store
-        # No previous rollout yet: the carry row is marked done, so t = 0 pairs are invalid in the first rollout.
-        store.stores[FLAG][0, :, store.fields["dones"].leaves[None].start] = True
-
-        # Seed attribute names; absent buffers are None.
-        for name in (
-            "observations",
-            "privileged_observations",
-            "reference_observations",
-            "reference_observations_mask",
-            "privileged_reference_observations",
-            "privileged_reference_observations_mask",
-            "rnd_state",
-            "actions",
-            "dagger_actions",
-            "privileged_actions",
-            "rewards",
-            "dones",
-            "time_outs",
-            "values",
-            "returns",
-            "advantages",
-            "actions_log_prob",
-            "mu",
-            "sigma",
-            "bootstrap_values",
-        ):
-            setattr(self, name, store.fields[name].view if name in store.fields else None)
+        self._buffer = RolloutBuffer(
+            self.num_transitions_per_env,
+            self.num_envs,
+            self._spec(),
+            self.device,
+            labels=_LABELS,
+            error_prefix="Transition.",
+        )
+        self._store: PackedStore = self._buffer.store
+        fields = self._store.fields
+        self._batch_keys = tuple(name for name in fields if name not in _NOT_IN_BATCH)
+        self._batch_columns = max(self._store.columns_end(name) for name in self._batch_keys)
+        self._previous_keys = tuple(
+            n for n in ("observations", "reference_observations", "reference_observations_mask") if n in fields
+        )
+        same_name = ("rnd_state", "actions", "dagger_actions", "privileged_actions", "rewards", "dones")
+        self._same_name_inputs = tuple(n for n in same_name if n in fields)  # Transition attribute = field name
+        for name in _SEED_BUFFERS:  # seed attribute names; absent buffers are None
+            setattr(self, name, fields[name].view if name in fields else None)
+        self._all_true = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        self._all_false = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         self._has_timeout_bootstrap = torch.zeros((), dtype=torch.bool, device=self.device)
         self._warned_timeout_fallback = False
         self._hidden = HiddenStateStore(self.num_transitions_per_env, self.device)
         self._amp = AmpPairExtractor(self.amp_cfg) if self.amp_cfg is not None else None
+
+    def _spec(self) -> dict[str, Any]:
+        """The buffer's fields. Declaration order is column order: state fields first (AMP gathers a prefix), then
+        the batch fields, then the rest."""
+        has_ref = _present(self.ref_obs_shape)
+        is_rl = self.training_type == "rl"
+        actions = self.actions_shape
+        spec: dict[str, Any] = {"observations": self.obs_shape}
+        if has_ref:
+            spec["reference_observations"] = self.ref_obs_shape
+            spec["reference_observations_mask"] = _MASK
+        if _present(self.privileged_obs_shape):
+            spec["privileged_observations"] = self.privileged_obs_shape
+        if has_ref and _present(self.privileged_ref_obs_shape):
+            spec["privileged_reference_observations"] = self.privileged_ref_obs_shape
+            spec["privileged_reference_observations_mask"] = _MASK
+        if _present(self.rnd_state_shape):
+            spec["rnd_state"] = self.rnd_state_shape
+        spec["actions"] = actions
+        if self.apply_dagger_actions:
+            spec["dagger_actions"] = actions
+        if is_rl:
+            spec["values"] = _SCALAR
+            spec["returns"] = spec["advantages"] = FieldSpec((1,), scalar=True, computed=True)
+            spec["actions_log_prob"] = _SCALAR
+            spec["mu"] = spec["sigma"] = actions
+        else:
+            spec["privileged_actions"] = actions
+        spec["rewards"] = _SCALAR
+        if is_rl:
+            spec["bootstrap_values"] = _SCALAR
+        spec["dones"] = spec["time_outs"] = _FLAG
+        return spec
+
+    @property
+    def step(self) -> int:
+        """Number of transitions stored in the current rollout."""
+        return self._buffer.step
+
+    @step.setter
+    def step(self, value: int) -> None:
+        self._buffer.step = int(value)
+
+    @property
+    def buffer(self) -> RolloutBuffer:
+        """The generic ``RolloutBuffer`` underneath (its ``get()`` is every buffer as one ``[T, N]`` TensorDict)."""
+        return self._buffer
 
     @property
     def saved_hidden_states_a(self) -> list[torch.Tensor] | None:
@@ -195,98 +238,46 @@ class RolloutStorageMM:
                 f"RolloutStorageMM overflow: it holds {self.num_transitions_per_env} transitions per env and all are "
                 "filled; call clear() after the update before adding the next rollout"
             )
-        row = self.step + 1
-        t = transition
-        write = self._store.write
-        fields = self._store.fields
-        write("observations", row, self._required(t.observations, "observations"), "observations")
+        # None for a stored field fails in the buffer, in field order, like any other bad value.
+        t, fields = transition, self._store.fields
+        step: dict[str, Any] = {"observations": t.observations}
         if "reference_observations" in fields:
-            write(
-                "reference_observations",
-                row,
-                self._required(t.reference_observations, "reference_observations"),
-                "reference_observations",
-            )
-            self._write_mask("reference_observations_mask", row, t.reference_observations_mask)
+            step["reference_observations"] = t.reference_observations
+            step["reference_observations_mask"] = self._mask(t.reference_observations_mask)
         if "privileged_observations" in fields:
-            write(
-                "privileged_observations",
-                row,
-                self._required(t.critic_observations, "critic_observations"),
-                "critic_observations",
-            )
+            step["privileged_observations"] = t.critic_observations
         if "privileged_reference_observations" in fields:
-            value = self._required(t.critic_reference_observations, "critic_reference_observations")
-            write("privileged_reference_observations", row, value, "critic_reference_observations")
-            self._write_mask(
-                "privileged_reference_observations_mask",
-                row,
-                t.critic_reference_observations_mask,
-                "critic_reference_observations_mask",
-            )
-        if "rnd_state" in fields:
-            write("rnd_state", row, self._required(t.rnd_state, "rnd_state"), "rnd_state")
-        write("actions", row, self._required(t.actions, "actions"), "actions")
-        if "dagger_actions" in fields:
-            write("dagger_actions", row, self._required(t.dagger_actions, "dagger_actions"), "dagger_actions")
-        if "privileged_actions" in fields:
-            write(
-                "privileged_actions",
-                row,
-                self._required(t.privileged_actions, "privileged_actions"),
-                "privileged_actions",
-            )
-        write("rewards", row, self._required(t.rewards, "rewards"), "rewards")
-        write("dones", row, self._required(t.dones, "dones"), "dones")
-        time_outs = t.time_outs
-        if time_outs is None:
-            self.time_outs[self.step].zero_()
-        else:
-            write("time_outs", row, time_outs, "time_outs")
+            step["privileged_reference_observations"] = t.critic_reference_observations
+            step["privileged_reference_observations_mask"] = self._mask(t.critic_reference_observations_mask)
+        for name in self._same_name_inputs:
+            step[name] = getattr(t, name)
+        step["time_outs"] = self._all_false if t.time_outs is None else t.time_outs
         if self.training_type == "rl":
-            write("values", row, self._required(t.values, "values"), "values")
-            write("actions_log_prob", row, self._required(t.actions_log_prob, "actions_log_prob"), "actions_log_prob")
-            write("mu", row, self._required(t.action_mean, "action_mean"), "action_mean")
-            write("sigma", row, self._required(t.action_sigma, "action_sigma"), "action_sigma")
-            if t.bootstrap_values is not None:
-                write("bootstrap_values", row, t.bootstrap_values, "bootstrap_values")
-            else:
-                # Fallback (rsl_rl's shortcut): bootstrap a time-out from V(s_t) when the env gave no final state.
-                self.bootstrap_values[self.step].copy_(self.values[self.step])
-                if time_outs is not None and not self._warned_timeout_fallback:
-                    self._warned_timeout_fallback = True
-                    warnings.warn(
-                        "RolloutStorageMM: time-outs without bootstrap_values; falling back to rsl_rl's gamma * V(s_t) "
-                        "shortcut (envs that return extras['final_observations'], like the embedded env, bootstrap "
-                        "from the real next state; rsl_rl VecEnvs such as mjlab's and Isaac Lab's do not).",
-                        RuntimeWarning,
-                        stacklevel=2,
-                    )
-        self._hidden.save(self.step, t.hidden_states)
-        self.step += 1
+            step["values"], step["actions_log_prob"] = t.values, t.actions_log_prob
+            step["mu"], step["sigma"] = t.action_mean, t.action_sigma
+            # Fallback (rsl_rl's shortcut): bootstrap a time-out from V(s_t) when the env gave no final state.
+            step["bootstrap_values"] = step["values"] if t.bootstrap_values is None else t.bootstrap_values
+            if t.bootstrap_values is None and t.time_outs is not None and not self._warned_timeout_fallback:
+                self._warned_timeout_fallback = True
+                warnings.warn(
+                    "RolloutStorageMM: time-outs without bootstrap_values; falling back to rsl_rl's gamma * V(s_t) "
+                    "shortcut (envs that return extras['final_observations'], like the embedded env, bootstrap "
+                    "from the real next state; rsl_rl VecEnvs such as mjlab's and Isaac Lab's do not).",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+        self._hidden.save(self.step, t.hidden_states)  # before the step advances: a bad state stores nothing
+        self._buffer.add_step(step)
 
     add_transition = add_transitions
 
-    def _required(self, value: Any, name: str) -> Any:
-        if value is None:
-            raise ValueError(
-                f"Transition.{name} is None, but this storage (training_type={self.training_type!r}) keeps a buffer "
-                f"for it; set it before add_transitions()"
-            )
-        return value
-
-    def _write_mask(self, field: str, row: int, mask: torch.Tensor | None, source: str | None = None) -> None:
-        source = source or field
-        if mask is None:  # a reference without a mask is valid for every env
-            self._store.fields[field].view[row - 1].fill_(True)
-        else:
-            self._store.write(field, row, mask, source)
+    def _mask(self, mask: torch.Tensor | None) -> torch.Tensor:
+        """A reference without a mask is valid for every env."""
+        return self._all_true if mask is None else mask
 
     def clear(self) -> None:
         """Start a new rollout. The last stored step is kept as the carry row for the next rollout's AMP pairs."""
-        if self.step > 0:
-            self._store.carry(self.step)
-        self.step = 0
+        self._buffer.clear()
 
     # ------------------------------------------------------------------ returns
     def compute_returns(
@@ -339,7 +330,12 @@ class RolloutStorageMM:
 
     # ------------------------------------------------------------------ generators
     def generator(self) -> Iterator[DistillationBatch]:
-        """Yield one ``DistillationBatch`` (the seed's 7-tuple) per stored step."""
+        """Yield one ``DistillationBatch`` (the seed's 7-tuple) per stored step.
+
+        A plain loop over the buffer's ``[T, N]`` views rather than ``mini_batches(T, shuffle=False)``: it yields
+        views (no gather, no copy) and also works on a partly filled rollout, which distillation's per-step updates
+        may read.
+        """
         if self.training_type != "distillation":
             raise ValueError("generator() is only available for training_type='distillation'")
         for i in range(self.step):
@@ -364,13 +360,11 @@ class RolloutStorageMM:
     def mini_batch_generator(self, num_mini_batches: int, num_epochs: int = 8) -> Iterator[PPOBatch]:
         """Yield shuffled flat PPO mini-batches, reshuffled every epoch; every sample appears once per epoch."""
         self._check_rl("mini_batch_generator")
-        batch_size = self.num_envs * self.num_transitions_per_env
-        if not 1 <= num_mini_batches <= batch_size:
-            raise ValueError(f"num_mini_batches must be in [1, {batch_size}], got {num_mini_batches}")
-        for _ in range(num_epochs):
-            permutation = torch.randperm(batch_size, device=self.device)
-            for index in torch.tensor_split(permutation, num_mini_batches):
-                yield self._make_batch(index, masks=None, loss_mask=None, hidden=(None, None))
+        batches = self._buffer.mini_batches(
+            num_mini_batches, num_epochs, self._batch_keys, self._amp_keys(), as_dict=True
+        )
+        for batch in batches:
+            yield self._make_batch(batch, hidden=(None, None))
 
     def recurrent_mini_batch_generator(
         self,
@@ -387,16 +381,15 @@ class RolloutStorageMM:
         """
         self._check_rl("recurrent_mini_batch_generator")
         table = build_sequences(self.dones, sequence_mode, max_seq_len)
-        num_sequences = len(table)
-        if not 1 <= num_mini_batches <= num_sequences:
-            raise ValueError(f"num_mini_batches must be in [1, {num_sequences}] (the number of sequences)")
-        for _ in range(num_epochs):
-            permutation = torch.randperm(num_sequences, device=self.device)
-            for select in torch.tensor_split(permutation, num_mini_batches):
-                index, masks, loss_mask = pad_indices(table, select, self.num_envs)
-                start_index = table.start[select] * self.num_envs + table.env[select]
-                hidden = self._hidden.gather(start_index, self.num_envs)
-                yield self._make_batch(index, masks=masks, loss_mask=loss_mask, hidden=hidden)
+        batches = self._buffer.mini_batches(
+            num_mini_batches, num_epochs, self._batch_keys, self._amp_keys(), sequences=table, as_dict=True
+        )
+        for batch in batches:
+            start_index = batch["indices"][0]  # step 0 of every padded sequence is real: its first step
+            yield self._make_batch(batch, hidden=self._hidden.gather(start_index, self.num_envs))
+
+    def _amp_keys(self) -> tuple[str, ...] | None:
+        return self._previous_keys if self._amp is not None else None
 
     def _check_rl(self, what: str) -> None:
         if self.training_type != "rl":
@@ -404,51 +397,39 @@ class RolloutStorageMM:
         if self.step != self.num_transitions_per_env:
             raise RuntimeError(f"{what}() needs a full rollout: {self.step} of {self.num_transitions_per_env} stored")
 
-    def _make_batch(
-        self, index: torch.Tensor, masks: torch.Tensor | None, loss_mask: torch.Tensor | None, hidden: tuple
-    ) -> PPOBatch:
-        """Assemble a batch from flat rollout indices (``[B]`` or padded ``[L, B]``) with one gather per store."""
-        store = self._store
-        lead = tuple(index.shape)
-        rows = store.gather(index + self.num_envs, columns=self._batch_columns)
-        if masks is not None:  # zero the padding so that padded steps are inert
-            for key, value in rows.items():
-                rows[key] = value * masks.unsqueeze(-1) if key != FLAG else value & masks.unsqueeze(-1)
-        get = {name: store.assemble(f, rows, lead) for name, f in store.fields.items() if _in_batch(name)}
-
-        ref = critic_ref = None
-        if "reference_observations" in get:
-            ref = (get["reference_observations"], get["reference_observations_mask"])
-            if "privileged_reference_observations" in get:
-                critic_ref = (get["privileged_reference_observations"], get["privileged_reference_observations_mask"])
-            else:
-                critic_ref = ref
-        critic_obs = get.get("privileged_observations", get["observations"])
-
+    def _make_batch(self, entries: dict[str, Any], hidden: tuple) -> PPOBatch:
+        """A ``PPOBatch`` from one of the buffer's mini-batches (``[B]`` or padded ``[L, B]``, as a dict)."""
+        get = entries.get
+        obs, ref, critic_ref = get("observations"), None, None
+        if "reference_observations" in entries:
+            ref = (get("reference_observations"), get("reference_observations_mask"))
+            critic_ref = ref
+            if "privileged_reference_observations" in entries:
+                critic_ref = (get("privileged_reference_observations"), get("privileged_reference_observations_mask"))
         batch = PPOBatch(
-            observations=get["observations"],
+            observations=obs,
             reference=ref,
-            critic_observations=critic_obs,
+            critic_observations=get("privileged_observations", obs),
             critic_reference=critic_ref,
-            actions=get["actions"],
-            target_values=get["values"],
-            advantages=get["advantages"],
-            returns=get["returns"],
-            old_actions_log_prob=get["actions_log_prob"],
-            old_mu=get["mu"],
-            old_sigma=get["sigma"],
-            dagger_actions=get.get("dagger_actions"),
+            actions=get("actions"),
+            target_values=get("values"),
+            advantages=get("advantages"),
+            returns=get("returns"),
+            old_actions_log_prob=get("actions_log_prob"),
+            old_mu=get("mu"),
+            old_sigma=get("sigma"),
+            dagger_actions=get("dagger_actions"),
             hidden_states=hidden,
-            masks=masks,
-            rnd_state=get.get("rnd_state"),
+            masks=get("masks"),
+            rnd_state=get("rnd_state"),
             obs_prev_state=None,
             ref_obs_prev_state=None,
             ref_obs_prev_mask=None,
-            loss_mask=loss_mask,
-            indices=index,
+            loss_mask=get("loss_mask"),
+            indices=get("indices"),
         )
         if self._amp is not None:
-            self._amp.add_pairs(batch, store, index, masks)
+            self._amp.add_pairs(batch, get("previous"), get("previous_valid"))
         return batch
 
 
@@ -463,7 +444,3 @@ def _check_finite(tensors: dict[str, torch.Tensor]) -> None:
         f"RolloutStorageMM.compute_returns: {', '.join(bad)} contain NaN or inf (first at index {where} of "
         f"{bad[0]}, [t, env, ...]); check the env's reward terms and the critic before training continues"
     )
-
-
-def _in_batch(name: str) -> bool:
-    return name not in ("rewards", "bootstrap_values", "dones", "time_outs")
