@@ -120,11 +120,13 @@ class TeacherConfig:
 
 @dataclass
 class DistillConfig:
-    """A distillation run: runner, env, algorithm (Distillation arguments), student (Actor arguments and
+    """A distillation run: runner, env, obs_groups (the student reads ``actor`` and, with ``use_reference``, its
+    reference; see ``mimic_rl.models.obs_groups``), algorithm (Distillation arguments), student (Actor arguments and
     ``use_reference``) and teacher."""
 
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     env: Any = field(default_factory=default_env_config)
+    obs_groups: dict[str, Any] = field(default_factory=dict)
     algorithm: dict[str, Any] = field(default_factory=dict)
     student: dict[str, Any] = field(default_factory=dict)
     teacher: TeacherConfig = field(default_factory=TeacherConfig)

@@ -8,7 +8,6 @@ import torch
 from helpers import rollout, toy_cfg
 
 from mimic_rl.algorithms import MMPPO, Symmetry
-from mimic_rl.algorithms.ppo_update import _ppo_terms, _total
 from mimic_rl.envs import PointMassTrackingEnv
 from mimic_rl.models import Actor
 
@@ -96,8 +95,8 @@ def test_imitation_loss_leaves_the_ppo_gradient_intact():
     def grads(loss):
         return torch.autograd.grad(loss, params, allow_unused=True, retain_graph=True)
 
-    terms, _ = _ppo_terms(alg, batch)
-    combined = grads(_total(alg, terms))
+    terms, _ = alg._policy_terms(batch)
+    combined = grads(alg._policy_loss(terms))
     ppo_only = grads(terms["surrogate"] + terms["value"] - alg.entropy_coef * terms["entropy"])
     imitation = grads(terms["imitation"])
     for c, p, i in zip(combined, ppo_only, imitation):

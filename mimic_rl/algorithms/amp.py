@@ -9,18 +9,24 @@ once per iteration. The discriminator has its own optimizer with weight decay on
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+from tensordict import TensorDictBase
 from torch import nn
 from torch.nn import functional as F
 
+from mimic_rl.algorithms.extensions import Extension, SideLoss, flat_rows
 from mimic_rl.algorithms.ppo_losses import masked_mean
 from mimic_rl.models.mlp import MLP
 from mimic_rl.models.normalization import EmpiricalNormalizer
 from mimic_rl.utils import resolve_callable
 
-__all__ = ["AMP", "Discriminator"]
+if TYPE_CHECKING:
+    from mimic_rl.algorithms.ppo import MMPPO
+    from mimic_rl.storage import PPOBatch
+
+__all__ = ["AMP", "AmpExtension", "Discriminator"]
 
 _LOSSES = ("bce", "lsgan", "wgan")
 
@@ -221,3 +227,132 @@ class AMP:
         self.discriminator.load_state_dict(state["discriminator"], strict=strict)
         self.optimizer.load_state_dict(state["optimizer"])
         self.num_steps = int(state.get("num_steps", 0))
+
+
+class AmpExtension(Extension):
+    """MMPPO's AMP hooks: the style reward at collection, the discriminator step per mini-batch (its own optimizer),
+    the feature normalizer after the update, the replay buffer in the runtime state."""
+
+    name = "amp"
+
+    def __init__(self, amp: AMP, features: Callable[[Any], torch.Tensor]) -> None:
+        self.amp = amp
+        self.features = features
+        """``amp_obs_extractor`` bound once: the policy's AMP features from stored observations."""
+        self._prev: torch.Tensor | None = None
+        self._expert_states: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+
+    def modules(self) -> list[nn.Module]:
+        """The discriminator."""
+        return [self.amp.discriminator]
+
+    def check(self, alg: MMPPO) -> None:
+        """The storage must make AMP pairs."""
+        if alg.storage.amp_cfg is None:
+            raise ValueError("amp_cfg is set but the storage has none: build it with the same amp_cfg")
+
+    def on_act(self, alg: MMPPO, obs: TensorDictBase) -> None:
+        """The features of the state the policy acted in (the first half of this step's pair)."""
+        self._prev = self.features(alg.transition.observations)
+
+    def on_step(self, alg: MMPPO, next_obs: TensorDictBase, rewards: torch.Tensor) -> torch.Tensor:
+        """Mix the style reward of the step's pair into the task reward."""
+        style = self.amp.style_reward(self._prev, self.features(alg.stored_observations(next_obs)))
+        alg.log_step("amp_style_reward", style.mean())
+        alg.log_step("task_reward", rewards.mean())
+        return self.amp.mix(rewards, style)
+
+    def before_update(self, alg: MMPPO) -> None:
+        """The discriminator's extra steps on the first rollout, before any policy update."""
+        self._expert_states = []
+        amp = self.amp
+        if amp.num_steps > 0 or amp.pretrain_steps == 0:
+            return
+        done = 0
+        while done < amp.pretrain_steps:
+            for batch in alg.storage.mini_batch_generator(alg.num_mini_batches, 1):
+                terms = self._terms(alg, batch)
+                amp.optimizer.zero_grad(set_to_none=True)
+                terms["amp_total"].backward()
+                if alg.is_multi_gpu:
+                    alg.reduce_parameters(amp.discriminator.parameters())
+                amp.optimizer.step()
+                done += 1
+                if done >= amp.pretrain_steps:
+                    break
+
+    def side_loss(self, alg: MMPPO, batch: PPOBatch, step: int) -> SideLoss | None:
+        """The discriminator loss on every ``update_interval``-th mini-batch."""
+        amp = self.amp
+        if step % amp.update_interval != 0:
+            return None
+        terms = self._terms(alg, batch)
+        policy_pairs = terms.pop("_policy_pairs")
+        self._expert_states.append(terms.pop("_expert_states"))  # type: ignore[arg-type]
+
+        def after_step() -> None:
+            amp.num_steps += 1
+            amp.push_replay(*policy_pairs)
+
+        params = list(amp.discriminator.parameters())
+        return SideLoss(terms, terms["amp_total"], amp.optimizer, params, checked=True, after_step=after_step)
+
+    def _terms(self, alg: MMPPO, batch: PPOBatch) -> dict[str, Any]:
+        """Discriminator losses on the batch's policy pairs and its expert pairs (reference pairs or the sampler)."""
+        amp, masks = self.amp, batch.masks
+        p_prev, p_cur = flat_rows(batch.obs_prev_state, masks), flat_rows(batch.obs_cur_state, masks)
+        p_valid = flat_rows(batch.amp_pair_valid, masks)
+        e_prev = e_cur = e_valid = None
+        if batch.ref_obs_prev_state is not None:
+            e_prev, e_cur = flat_rows(batch.ref_obs_prev_state, masks), flat_rows(batch.ref_obs_cur_state, masks)
+            e_valid = flat_rows(batch.ref_obs_prev_mask & batch.ref_obs_cur_mask, masks)
+        if amp.batch_size is not None and p_prev.shape[0] > amp.batch_size:  # subsample the discriminator batch
+            keep = torch.randperm(p_prev.shape[0], device=p_prev.device)[: amp.batch_size]
+            p_prev, p_cur, p_valid = p_prev[keep], p_cur[keep], p_valid[keep]
+            if e_prev is not None:
+                e_prev, e_cur, e_valid = e_prev[keep], e_cur[keep], e_valid[keep]
+        if e_prev is None:
+            e_prev, e_cur = amp.sample_expert(p_prev.shape[0])
+        mirror = alg.symmetry.mirror_amp if alg.symmetry is not None else None
+        if mirror is not None:
+            p_prev, p_cur = torch.cat((p_prev, mirror(p_prev))), torch.cat((p_cur, mirror(p_cur)))
+            p_valid = p_valid.repeat(2)
+            e_prev, e_cur = torch.cat((e_prev, mirror(e_prev))), torch.cat((e_cur, mirror(e_cur)))
+            e_valid = None if e_valid is None else e_valid.repeat(2)
+        r_prev, r_cur, r_valid = amp.with_replay(p_prev, p_cur, p_valid)
+        terms: dict[str, Any] = amp.losses(r_prev, r_cur, r_valid, e_prev, e_cur, e_valid)
+        terms["_policy_pairs"] = (p_prev.detach(), p_cur.detach(), p_valid)
+        terms["_expert_states"] = (e_cur.detach(), e_valid)
+        return terms
+
+    @torch.no_grad()
+    def after_update(self, alg: MMPPO) -> None:
+        """Policy features of the whole rollout and the expert states the update saw, into the feature normalizer."""
+        self.amp.update_normalization(self.features(alg.storage.observations.flatten(0, 1)))
+        if self._expert_states:
+            states = torch.cat([e[0] for e in self._expert_states])
+            valid = [e[1] for e in self._expert_states]
+            mask = None if any(v is None for v in valid) else torch.cat(valid)
+            self.amp.update_normalization(states, mask)
+        self._expert_states = []
+
+    def state_dict(self) -> dict[str, Any]:
+        """``amp_state_dict``: discriminator, optimizer, step counter."""
+        return {"amp_state_dict": self.amp.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        """Restore ``amp_state_dict`` when the checkpoint has one."""
+        if "amp_state_dict" in state:
+            self.amp.load_state_dict(state["amp_state_dict"], strict=strict)
+
+    def runtime_state_dict(self) -> dict[str, Any]:
+        """The replay buffer and its cursor."""
+        amp = self.amp
+        return {"amp_replay": (amp._replay.clone(), amp._replay_count, amp._replay_next)}
+
+    def load_runtime_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the replay buffer."""
+        if "amp_replay" in state:
+            replay, count, nxt = state["amp_replay"]
+            self.amp._replay.copy_(replay)
+            self.amp._replay_count, self.amp._replay_next = int(count), int(nxt)

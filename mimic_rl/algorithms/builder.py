@@ -7,6 +7,8 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from mimic_rl.algorithms.ppo import MMPPO
+from mimic_rl.algorithms.registry import register, register_builder, resolve
 from mimic_rl.models.actor_critic import Actor, Critic, ReferenceModel
 from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.storage import RolloutStorageMM
@@ -42,13 +44,21 @@ def describe_groups(obs: TensorDictBase) -> str:
     return ", ".join(f"{k} {'x'.join(str(d) for d in obs[k].shape[1:]) or '1'}" for k in obs.keys())
 
 
-def strip_class_name(cfg: dict[str, Any] | None, where: str, expected: str) -> dict[str, Any]:
-    """A copy of a config section without its ``class_name`` key, which must name ``expected`` when present."""
+register("model", "Actor")(Actor)
+register("model", "Critic")(Critic)
+
+
+def strip_class_name(
+    cfg: dict[str, Any] | None, where: str, expected: str, kind: str = "model"
+) -> tuple[dict[str, Any], Any]:
+    """A copy of a config section without its ``class_name`` key, and the registered class that key names (default
+    ``expected``); a name that is not registered, or not a subclass of ``expected``'s class, is a ``ValueError``."""
     cfg = dict(cfg or {})
-    name = cfg.pop("class_name", expected)
-    if name != expected:
-        raise ValueError(f"{where}: class_name {name!r} is not supported here (expected {expected!r})")
-    return cfg
+    base = resolve(kind, expected, where)
+    cls = resolve(kind, cfg.pop("class_name", expected), where)
+    if not (isinstance(cls, type) and isinstance(base, type) and issubclass(cls, base)):
+        raise ValueError(f"{where}: class_name must name {expected!r} or a registered subclass of it, got {cls!r}")
+    return cfg, cls
 
 
 def check_section_kwargs(
@@ -60,8 +70,6 @@ def check_section_kwargs(
     ``cfg['algorithm']``.
     Arguments the builder fills in itself (dimensions, storage, device) are not accepted as keys.
     """
-    from mimic_rl.algorithms.ppo import MMPPO
-
     model_init = ReferenceModel.__init__
     check_kwargs(
         (Actor.__init__, model_init), actor, name.format("actor"), ("obs_dim", "num_actions", "ref_shape", "output_dim")
@@ -71,7 +79,7 @@ def check_section_kwargs(
         MMPPO.__init__,
         algorithm,
         name.format("algorithm"),
-        ("actor", "critic", "storage", "device", "multi_gpu_cfg", "obs_groups"),
+        ("actor", "critic", "storage", "device", "multi_gpu_cfg", "obs_groups", "extensions"),
     )
 
 
@@ -79,35 +87,38 @@ def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str 
     """Actor and critic sized from ``obs``, a ``RolloutStorageMM`` with the needed buffers, and MMPPO.
 
     ``cfg`` keys: ``algorithm`` (MMPPO arguments), ``actor`` / ``critic`` (model arguments), ``num_steps_per_env``,
-    optional ``multi_gpu`` and ``obs_groups`` (which groups each model reads, see ``ObsGroups``; defaults from the
-    env's groups). Unknown keys are errors that name the key.
+    optional ``multi_gpu``, ``obs_groups`` (which groups each model reads, see ``ObsGroups``; defaults from the
+    env's groups) and ``extensions`` (``Extension`` objects whose hooks run after the built-in ones). Each section's
+    ``class_name`` selects a registered class (``mimic_rl.algorithms.registry``). Unknown keys are errors that name
+    the key.
     """
-    from mimic_rl.algorithms.ppo import MMPPO
-
     groups = ObsGroups.resolve(cfg.get("obs_groups"), obs)
     layout = observation_layout(obs, groups)
-    alg_cfg = strip_class_name(cfg.get("algorithm"), "cfg['algorithm']", "MMPPO")
-    actor_cfg = strip_class_name(cfg.get("actor"), "cfg['actor']", "Actor")
-    critic_cfg = strip_class_name(cfg.get("critic"), "cfg['critic']", "Critic")
+    alg_cfg, alg_cls = strip_class_name(cfg.get("algorithm"), "cfg['algorithm']", "MMPPO", "algorithm")
+    actor_cfg, actor_cls = strip_class_name(cfg.get("actor"), "cfg['actor']", "Actor")
+    critic_cfg, critic_cls = strip_class_name(cfg.get("critic"), "cfg['critic']", "Critic")
     check_section_kwargs(alg_cfg, actor_cfg, critic_cfg, name="cfg['{}']")
     num_actions = int(env.num_actions)
     policy_dim = layout["policy"][-1]
-    actor = Actor(policy_dim, num_actions, layout["reference"], **actor_cfg)
+    actor = actor_cls(policy_dim, num_actions, layout["reference"], **actor_cfg)
     critic_dim = (layout["critic"] or layout["policy"])[-1]
-    critic = Critic(critic_dim, layout["critic_reference_or_actor"], **critic_cfg)
+    critic = critic_cls(critic_dim, layout["critic_reference_or_actor"], **critic_cfg)
 
     amp_cfg = alg_cfg.get("amp_cfg")
     storage_amp = None
-    obs_groups = {g: tuple(obs[g].shape[1:]) for g in groups.actor}
+    stored = {g: obs[g] for g in groups.stored()}  # example tensors: shapes and dtypes of the env's groups
     if amp_cfg:
         amp_cfg = dict(amp_cfg)
         if layout["amp"] is not None:
-            obs_groups["amp"] = layout["amp"]
+            stored["amp"] = obs["amp"]
+        if layout["reference"] is None and not amp_cfg.get("expert_sampler") and hasattr(env, "amp_expert_sampler"):
+            amp_cfg["expert_sampler"] = env.amp_expert_sampler  # no reference stream: expert pairs from the env
         storage_amp = {k: amp_cfg[k] for k in ("amp_obs_extractor", "amp_ref_obs_extractor") if k in amp_cfg}
         storage_amp["_env"] = env
+        storage_amp["reference_groups"] = (groups.actor_reference, groups.actor_reference_mask)
         if "num_features" not in amp_cfg:
             extractor = AmpPairExtractor(storage_amp).obs_fn
-            amp_cfg["num_features"] = int(extractor(obs.select(*obs_groups.keys())).shape[-1])
+            amp_cfg["num_features"] = int(extractor(obs.select(*stored.keys())).shape[-1])
         alg_cfg["amp_cfg"] = amp_cfg
     rnd_cfg = alg_cfg.get("rnd_cfg")
     rnd_shape = None
@@ -120,16 +131,27 @@ def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str 
         "rl",
         int(env.num_envs),
         int(cfg.get("num_steps_per_env", 24)),
-        obs_groups,
-        layout["reference"] or (None,),
-        layout["critic"] or (None,),
-        layout["critic_reference"] or (None,),
+        stored,  # one TensorDict of the env's groups, under their names; the models pick theirs with obs_groups
+        (None,),
+        (None,),
+        (None,),
         (num_actions,),
         apply_dagger_actions=alg_cfg.get("dagger_cfg") is not None,
         rnd_state_shape=rnd_shape,
         amp_cfg=storage_amp,
         device=device,
     )
-    return MMPPO(
-        actor, critic, storage, device=device, multi_gpu_cfg=cfg.get("multi_gpu"), obs_groups=groups, **alg_cfg
+    extensions = cfg.get("extensions")
+    return alg_cls(
+        actor,
+        critic,
+        storage,
+        device=device,
+        multi_gpu_cfg=cfg.get("multi_gpu"),
+        obs_groups=groups,
+        extensions=extensions,
+        **alg_cfg,
     )
+
+
+register_builder("MMPPO", build_mmppo)

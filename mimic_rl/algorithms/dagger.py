@@ -7,17 +7,22 @@ with a scheduled coefficient, so one optimizer and one backward train both: no g
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tensordict import TensorDictBase
 from torch import nn
 
+from mimic_rl.algorithms.extensions import Extension, PolicyOutput
+from mimic_rl.algorithms.ppo_losses import masked_mean
 from mimic_rl.algorithms.schedules import Schedule
 from mimic_rl.models.distributions import gaussian_kl
 from mimic_rl.models.teacher import load_teacher
 
-__all__ = ["DaggerGuidance"]
+if TYPE_CHECKING:
+    from mimic_rl.algorithms.ppo import MMPPO
+
+__all__ = ["DaggerExtension", "DaggerGuidance"]
 
 
 class DaggerGuidance:
@@ -55,3 +60,31 @@ class DaggerGuidance:
             return (mean - teacher_mean).square().sum(-1)
         teacher_std = self.teacher.std().to(mean.dtype).expand_as(mean)
         return gaussian_kl(teacher_mean, teacher_std, mean, std)
+
+
+class DaggerExtension(Extension):
+    """MMPPO's DAgger hooks: the teacher labels each collected step; the imitation term joins the PPO loss."""
+
+    name = "dagger"
+
+    def __init__(self, dagger: DaggerGuidance) -> None:
+        self.dagger = dagger
+
+    def check(self, alg: MMPPO) -> None:
+        """The storage must keep the labels."""
+        if alg.storage.dagger_actions is None:
+            raise ValueError(
+                "dagger_cfg is set but the storage has no dagger_actions: build it apply_dagger_actions=True"
+            )
+
+    def on_act(self, alg: MMPPO, obs: TensorDictBase) -> None:
+        """Label the state the policy acted in."""
+        alg.transition.dagger_actions = self.dagger.label(obs)
+
+    def policy_terms(self, alg: MMPPO, streams: dict[str, Any], out: PolicyOutput) -> dict[str, torch.Tensor]:
+        """``imitation``: the mean imitation loss of the actor's output against the labels."""
+        return {"imitation": masked_mean(self.dagger.loss(out.mean, out.std, streams["dagger_actions"]), out.mask)}
+
+    def policy_loss(self, alg: MMPPO, terms: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The imitation term times its scheduled coefficient."""
+        return self.dagger.coef(alg.iteration) * terms["imitation"]

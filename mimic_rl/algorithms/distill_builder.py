@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from mimic_rl.algorithms.builder import describe_groups, observation_layout, strip_class_name
+from mimic_rl.algorithms.builder import describe_groups, strip_class_name
+from mimic_rl.algorithms.distillation import Distillation
+from mimic_rl.algorithms.registry import register_builder
 from mimic_rl.errors import CheckpointError, ConfigError
 from mimic_rl.models.actor_critic import Actor, ReferenceModel
+from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.models.teacher import load_teacher, teacher_from_config
 from mimic_rl.storage import RolloutStorageMM
 from mimic_rl.utils import check_kwargs
@@ -28,8 +32,6 @@ def check_distillation_kwargs(algorithm: dict[str, Any], student: dict[str, Any]
     The student section also takes ``use_reference`` (bool, default True): whether the student reads the reference
     command. ``name`` formats the section name in messages (``"{}"`` or ``"cfg['{}']"``).
     """
-    from mimic_rl.algorithms.distillation import Distillation
-
     student = {k: v for k, v in student.items() if k != "use_reference"}
     check_kwargs(
         (Actor.__init__, ReferenceModel.__init__),
@@ -38,7 +40,10 @@ def check_distillation_kwargs(algorithm: dict[str, Any], student: dict[str, Any]
         ("obs_dim", "num_actions", "ref_shape", "output_dim"),
     )
     check_kwargs(
-        Distillation.__init__, algorithm, name.format("algorithm"), ("student", "teacher", "storage", "device")
+        Distillation.__init__,
+        algorithm,
+        name.format("algorithm"),
+        ("student", "teacher", "storage", "device", "obs_groups"),
     )
 
 
@@ -65,26 +70,29 @@ def build_distillation(obs: TensorDictBase, env: Any, cfg: dict[str, Any], devic
 
     ``cfg`` keys: ``algorithm`` (Distillation arguments), ``student`` (Actor arguments and ``use_reference``),
     ``teacher`` (a module, or ``{checkpoint, obs_groups, activation}``), ``num_steps_per_env``, optional
-    ``multi_gpu``. Unknown keys are errors that name the key; the teacher is run once on ``obs`` to check that it
+    ``multi_gpu`` and ``obs_groups`` (the student reads ``actor`` and, with ``use_reference``, its reference; see
+    ``ObsGroups``). Unknown keys are errors that name the key; the teacher is run once on ``obs`` to check that it
     fits the env.
     """
-    from mimic_rl.algorithms.distillation import Distillation
-
-    layout = observation_layout(obs)
-    alg_cfg = strip_class_name(cfg.get("algorithm"), "cfg['algorithm']", "Distillation")
-    student_cfg = strip_class_name(cfg.get("student"), "cfg['student']", "Actor")
+    alg_cfg, alg_cls = strip_class_name(cfg.get("algorithm"), "cfg['algorithm']", "Distillation", "algorithm")
+    student_cfg, student_cls = strip_class_name(cfg.get("student"), "cfg['student']", "Actor")
     check_distillation_kwargs(alg_cfg, student_cfg, name="cfg['{}']")
-    use_reference = bool(student_cfg.pop("use_reference", True)) and layout["reference"] is not None
-    group = alg_cfg.get("student_obs_group", "policy")
-    if group not in obs.keys():
-        raise ConfigError(
-            f"algorithm.student_obs_group: expected an observation group of the env ({list(obs.keys())}), "
-            f"found {group!r}"
-        )
+    groups = ObsGroups.resolve(cfg.get("obs_groups"), obs)
+    group = alg_cfg.pop("student_obs_group", None)
+    if group is not None:
+        if group not in obs.keys():
+            raise ConfigError(
+                f"algorithm.student_obs_group: expected an observation group of the env ({list(obs.keys())}), "
+                f"found {group!r}"
+            )
+        groups = replace(groups, actor=(group,))
+    use_reference = bool(student_cfg.pop("use_reference", True)) and groups.actor_reference is not None
+    if not use_reference:
+        groups = replace(groups, actor_reference=None, actor_reference_mask=None)
     num_actions = int(env.num_actions)
-    obs_shape = tuple(obs[group].shape[1:])
-    ref_shape = layout["reference"] if use_reference else None
-    student = Actor(obs_shape[-1], num_actions, ref_shape, **student_cfg)
+    obs_shape = (groups.shapes(obs)["actor"],)
+    ref_shape = groups.shapes(obs)["actor_reference"]
+    student = student_cls(obs_shape[-1], num_actions, ref_shape, **student_cfg)
     teacher, loaded = _teacher(cfg.get("teacher"), device)
     try:
         with torch.no_grad():
@@ -112,6 +120,10 @@ def build_distillation(obs: TensorDictBase, env: Any, cfg: dict[str, Any], devic
         (num_actions,),
         device=device,
     )
-    alg = Distillation(student, teacher, storage, device=device, multi_gpu_cfg=cfg.get("multi_gpu"), **alg_cfg)
+    multi_gpu = cfg.get("multi_gpu")
+    alg = alg_cls(student, teacher, storage, device=device, multi_gpu_cfg=multi_gpu, obs_groups=groups, **alg_cfg)
     alg.teacher_loaded = loaded
     return alg
+
+
+register_builder("Distillation", build_distillation)

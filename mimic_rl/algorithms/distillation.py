@@ -15,6 +15,7 @@ Unlike rsl_rl, a last partial chunk is also used.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -23,11 +24,13 @@ from torch import nn
 
 from mimic_rl.algorithms.distributed import MultiGPUConfig, all_reduce_gradients, broadcast_modules, placement
 from mimic_rl.algorithms.ppo import OPTIMIZERS
+from mimic_rl.algorithms.registry import builder_for, register_algorithm
 from mimic_rl.algorithms.schedules import Schedule
 from mimic_rl.algorithms.step_means import StepMeans
 from mimic_rl.errors import TrainingDiverged
 from mimic_rl.models.actor_critic import Actor
 from mimic_rl.models.normalization import nonfinite_rows
+from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.models.recurrent import HiddenState, zero_done
 from mimic_rl.storage import RolloutStorageMM
 
@@ -36,6 +39,17 @@ __all__ = ["PRIVILEGED_GROUPS", "Distillation"]
 _LOSSES = {"mse": nn.functional.mse_loss, "huber": nn.functional.huber_loss}
 PRIVILEGED_GROUPS = ("critic", "critic_reference", "critic_reference_mask", "teacher", "rnd_state")
 """Observation groups a deployable student must not read."""
+
+
+def _check_deployable(groups: ObsGroups) -> ObsGroups:
+    """``groups`` if the student's inputs are deployable, else a ``ValueError`` naming the privileged group."""
+    for name in (*groups.actor, groups.actor_reference, groups.actor_reference_mask):
+        if name in PRIVILEGED_GROUPS:
+            raise ValueError(
+                f"the student would read {name!r}, a privileged group; a deployable student reads 'policy' (or the "
+                "env's actor groups) and the reference command"
+            )
+    return groups
 
 
 def _detach(hidden: HiddenState, clone: bool = False) -> HiddenState:
@@ -47,6 +61,7 @@ def _detach(hidden: HiddenState, clone: bool = False) -> HiddenState:
     return hidden.detach().clone() if clone else hidden.detach()
 
 
+@register_algorithm("Distillation")
 class Distillation:
     """Behaviour cloning of a frozen teacher into a deployable student (rsl_rl's ``Distillation`` constructor)."""
 
@@ -68,10 +83,11 @@ class Distillation:
         multi_gpu_cfg: dict[str, int] | MultiGPUConfig | None = None,
         teacher_action_prob: float | dict[str, Any] | Schedule = 0.0,
         stochastic_student: bool = False,
-        student_obs_group: str = "policy",
+        student_obs_group: str | None = None,
         use_mixed_precision: bool = False,
         grad_reduce_bucket_mb: float = 25.0,
         max_nonfinite_batches: int = 3,
+        obs_groups: ObsGroups | None = None,
     ) -> None:
         if loss_type not in _LOSSES:
             raise ValueError(f"loss_type must be one of {sorted(_LOSSES)}, got {loss_type!r}")
@@ -81,11 +97,12 @@ class Distillation:
             raise ValueError(
                 f"gradient_length and num_learning_epochs must be >= 1, got {gradient_length}, {num_learning_epochs}"
             )
-        if student_obs_group in PRIVILEGED_GROUPS:
-            raise ValueError(
-                f"student_obs_group {student_obs_group!r} is privileged; a deployable student reads 'policy' "
-                "(and the reference command)"
-            )
+        if obs_groups is not None and student_obs_group is not None:
+            obs_groups = replace(obs_groups, actor=(student_obs_group,))
+        if obs_groups is not None:
+            _check_deployable(obs_groups)
+        elif student_obs_group in PRIVILEGED_GROUPS:
+            _check_deployable(ObsGroups((student_obs_group,)))
         if storage.training_type != "distillation":
             raise ValueError("Distillation needs RolloutStorageMM(training_type='distillation')")
         self.device = torch.device(device)
@@ -104,6 +121,9 @@ class Distillation:
         self.beta = Schedule.from_any(teacher_action_prob, "teacher_action_prob")
         self.stochastic_student = bool(stochastic_student)
         self.student_obs_group = student_obs_group
+        self.obs_groups = obs_groups
+        """The groups the student reads (``actor`` and its reference); resolved from the first observations when
+        None, ``student_obs_group`` replacing the actor's groups."""
         self.use_mixed_precision = bool(use_mixed_precision) and self.device.type == "cuda"
         self.grad_reduce_bucket_mb = float(grad_reduce_bucket_mb)
         self.max_nonfinite_batches = int(max_nonfinite_batches)
@@ -117,9 +137,15 @@ class Distillation:
 
     # ------------------------------------------------------------------ collection
     def _student_inputs(self, obs: TensorDictBase) -> tuple[torch.Tensor, Any, Any]:
+        if self.obs_groups is None:
+            groups = ObsGroups.resolve(None, obs)
+            if self.student_obs_group is not None:
+                groups = replace(groups, actor=(self.student_obs_group,))
+            self.obs_groups = _check_deployable(groups)
+        student_obs, ref, mask = self.obs_groups.actor_inputs(obs)
         if self.student.ref_shape is None:
-            return obs[self.student_obs_group], None, None
-        return obs[self.student_obs_group], obs.get("reference", None), obs.get("reference_mask", None)
+            return student_obs, None, None
+        return student_obs, ref, mask
 
     def act(self, obs: TensorDictBase) -> torch.Tensor:
         """The executed actions: the teacher's with probability ``beta`` per env, else the student's."""
@@ -268,6 +294,7 @@ class Distillation:
             "optimizer_state_dict": self.optimizer.state_dict(),
             "algorithm_iteration": self.iteration,
             "nonfinite_batches": self.nonfinite_batches,
+            **({} if self.obs_groups is None else {"obs_groups": self.obs_groups.to_dict()}),
         }
 
     def load(self, loaded_dict: dict[str, Any], load_cfg: dict[str, bool] | None = None, strict: bool = True) -> bool:
@@ -325,6 +352,4 @@ class Distillation:
     @staticmethod
     def construct_algorithm(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str | torch.device):
         """Student, teacher, storage and Distillation from ``cfg`` (see ``mimic_rl.algorithms.distill_builder``)."""
-        from mimic_rl.algorithms.distill_builder import build_distillation
-
-        return build_distillation(obs, env, cfg, device)
+        return builder_for("Distillation")(obs, env, cfg, device)

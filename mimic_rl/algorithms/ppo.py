@@ -6,30 +6,37 @@ the R1 penalty is taken on expert pairs only, the imitation loss shares the PPO 
 once per iteration with raw observations, and time-outs bootstrap from the critic (with references) on the real
 next state.
 
-Observations are a TensorDict with the groups of the package contract: ``policy``, ``critic``, ``reference``,
-``reference_mask``, ``critic_reference``, ``critic_reference_mask``, and optionally ``amp``, ``rnd_state``,
-``teacher``. The critic falls back to the actor's groups when its own are absent.
+Observations are the env's TensorDict of named groups; ``obs_groups`` (``ObsGroups``) says which groups the actor
+and the critic read. A storage built by ``construct_algorithm`` keeps those groups under the env's names, so the same
+mapping picks the models' inputs at collection, in every mini-batch and for the normalizers. MMPPO itself is PPO:
+AMP, RND, DAgger guidance and symmetry are ``Extension`` objects whose hooks it calls (``extensions.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from mimic_rl.algorithms.amp import AMP
-from mimic_rl.algorithms.dagger import DaggerGuidance
-from mimic_rl.algorithms.distributed import MultiGPUConfig, all_reduce_gradients, broadcast_modules, placement
-from mimic_rl.algorithms.rnd import RandomNetworkDistillation
+from mimic_rl.algorithms import ppo_losses as L
+from mimic_rl.algorithms.amp import AMP, AmpExtension
+from mimic_rl.algorithms.dagger import DaggerExtension, DaggerGuidance
+from mimic_rl.algorithms.distributed import MultiGPUConfig, placement
+from mimic_rl.algorithms.extensions import Extension, PolicyOutput, SideLoss
+from mimic_rl.algorithms.ppo_state import AlgorithmState
+from mimic_rl.algorithms.registry import builder_for, register_algorithm
+from mimic_rl.algorithms.rnd import RandomNetworkDistillation, RndExtension
 from mimic_rl.algorithms.step_means import StepMeans
-from mimic_rl.algorithms.symmetry import Symmetry
+from mimic_rl.algorithms.symmetry import Symmetry, SymmetryExtension
+from mimic_rl.errors import TrainingDiverged
 from mimic_rl.models.actor_critic import Actor, Critic
-from mimic_rl.models.distributions import gaussian_log_prob
+from mimic_rl.models.distributions import gaussian_entropy, gaussian_kl, gaussian_log_prob
+from mimic_rl.models.normalization import nonfinite_rows
 from mimic_rl.models.obs_groups import ObsGroups
-from mimic_rl.storage import RolloutStorageMM
+from mimic_rl.storage import PPOBatch, RolloutStorageMM
 from mimic_rl.storage.amp_pairs import AmpPairExtractor
 
 __all__ = ["MMPPO"]
@@ -41,7 +48,8 @@ the same rule once per update, on the KL of the whole update (the last mini-batc
 OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 
 
-class MMPPO:
+@register_algorithm("MMPPO")
+class MMPPO(AlgorithmState):
     """Proximal policy optimization for motion imitation (see the module docstring)."""
 
     def __init__(
@@ -77,6 +85,7 @@ class MMPPO:
         max_seq_len: int | None = None,
         critic_learning_rate: float | None = None,
         obs_groups: ObsGroups | None = None,
+        extensions: Sequence[Extension] | None = None,
     ) -> None:
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
@@ -121,44 +130,78 @@ class MMPPO:
         """Mini-batches skipped because of a non-finite loss or gradient (total)."""
         self._nonfinite_streak = 0
 
-        self.rnd = RandomNetworkDistillation(device=self.device, **rnd_cfg) if rnd_cfg else None
-        self.symmetry = Symmetry(**symmetry_cfg) if symmetry_cfg else None
-        if self.symmetry is not None and (self.actor.is_recurrent or self.critic.is_recurrent):
-            raise ValueError("symmetry augmentation and the mirror loss are not supported with recurrent models")
-        self.dagger = DaggerGuidance(device=self.device, **dagger_cfg) if dagger_cfg else None
-        if self.dagger is not None and storage.dagger_actions is None:
-            raise ValueError(
-                "dagger_cfg is set but the storage has no dagger_actions: build it apply_dagger_actions=True"
-            )
-        self.amp: AMP | None = None
-        if amp_cfg:
-            amp_kwargs = dict(amp_cfg)
-            if "num_features" not in amp_kwargs:
-                raise ValueError("amp_cfg needs 'num_features' (construct_algorithm infers it from the extractor)")
-            if storage.amp_cfg is None:
-                raise ValueError("amp_cfg is set but the storage has none: build it with the same amp_cfg")
-            self.amp = AMP(device=self.device, **amp_kwargs)
-            self._amp_features = AmpPairExtractor(amp_cfg).obs_fn
-        self._amp_prev: torch.Tensor | None = None
+        self.extensions: list[Extension] = self._build_extensions(rnd_cfg, symmetry_cfg, dagger_cfg, amp_cfg)
+        """AMP, RND, DAgger guidance, symmetry and any ``extensions`` given, in the order their hooks run."""
+        self.extensions += list(extensions or ())
+        for ext in self.extensions:
+            ext.check(self)
         self._obs_keys = list(storage.observations.keys()) if isinstance(storage.observations, TensorDictBase) else None
+        self._env_named = (
+            self._obs_keys is not None
+            and self.obs_groups is not None
+            and set(self.obs_groups.stored()) <= set(self._obs_keys)
+            and storage.reference_observations is None
+            and storage.privileged_observations is None
+        )
+        """Whether the storage keeps the env's groups under their own names (see ``_stored_inputs``)."""
         self._logs = StepMeans()
         if self.is_multi_gpu:
             self.broadcast_parameters()
 
+    def _build_extensions(self, rnd_cfg: Any, symmetry_cfg: Any, dagger_cfg: Any, amp_cfg: Any) -> list[Extension]:
+        """The built-in extensions from their config sections (built in this order: it fixes their random init)."""
+        rnd = RandomNetworkDistillation(device=self.device, **rnd_cfg) if rnd_cfg else None
+        symmetry = Symmetry(**symmetry_cfg) if symmetry_cfg else None
+        dagger = DaggerGuidance(device=self.device, **dagger_cfg) if dagger_cfg else None
+        amp = None
+        if amp_cfg:
+            if "num_features" not in amp_cfg:
+                raise ValueError("amp_cfg needs 'num_features' (construct_algorithm infers it from the extractor)")
+            amp = AmpExtension(AMP(device=self.device, **amp_cfg), AmpPairExtractor(amp_cfg).obs_fn)
+        built = [
+            None if dagger is None else DaggerExtension(dagger),
+            None if symmetry is None else SymmetryExtension(symmetry),
+            amp,
+            None if rnd is None else RndExtension(rnd),
+        ]
+        return [ext for ext in built if ext is not None]
+
+    def _extension(self, name: str) -> Extension | None:
+        return next((ext for ext in self.extensions if ext.name == name), None)
+
+    @property
+    def amp(self) -> AMP | None:
+        """The AMP discriminator and its optimizer (None without ``amp_cfg``)."""
+        ext = self._extension("amp")
+        return None if ext is None else ext.amp  # type: ignore[attr-defined]
+
+    @property
+    def rnd(self) -> RandomNetworkDistillation | None:
+        """The RND predictor and target (None without ``rnd_cfg``)."""
+        ext = self._extension("rnd")
+        return None if ext is None else ext.rnd  # type: ignore[attr-defined]
+
+    @property
+    def dagger(self) -> DaggerGuidance | None:
+        """The DAgger teacher and imitation loss (None without ``dagger_cfg``)."""
+        ext = self._extension("dagger")
+        return None if ext is None else ext.dagger  # type: ignore[attr-defined]
+
+    @property
+    def symmetry(self) -> Symmetry | None:
+        """The mirror functions (None without ``symmetry_cfg``)."""
+        ext = self._extension("symmetry")
+        return None if ext is None else ext.symmetry  # type: ignore[attr-defined]
+
     # ------------------------------------------------------------------ observation groups
-    def _stored_obs(self, obs: TensorDictBase) -> Any:
+    def stored_observations(self, obs: TensorDictBase) -> Any:
+        """The part of ``obs`` the storage keeps as ``observations`` (the actor's groups)."""
         return obs.select(*self._obs_keys) if self._obs_keys is not None else self._groups(obs).actor_obs(obs)
 
     def _groups(self, obs: TensorDictBase) -> ObsGroups:
         if self.obs_groups is None:
             self.obs_groups = ObsGroups.resolve(None, obs)
         return self.obs_groups
-
-    def _actor_inputs(self, obs: TensorDictBase) -> tuple[torch.Tensor, Any, Any]:
-        return self._groups(obs).actor_inputs(obs)
-
-    def _critic_inputs(self, obs: TensorDictBase) -> tuple[torch.Tensor, Any, Any]:
-        return self._groups(obs).critic_inputs(obs)
 
     # ------------------------------------------------------------------ collection
     @torch.no_grad()
@@ -167,21 +210,20 @@ class MMPPO:
         tr = self.transition
         if self.actor.is_recurrent or self.critic.is_recurrent:
             tr.hidden_states = (self.actor.get_hidden_state(), self.critic.get_hidden_state())
-        actor_obs, ref, ref_mask = self._actor_inputs(obs)
+        groups = self._groups(obs)
+        actor_obs, ref, ref_mask = groups.actor_inputs(obs)
         mean, std = self.actor.distribution(actor_obs, ref, ref_mask)
         actions = mean + std * torch.randn_like(mean)
-        critic_obs, critic_ref, critic_mask = self._critic_inputs(obs)
+        critic_obs, critic_ref, critic_mask = groups.critic_inputs(obs)
         tr.values = self.critic(critic_obs, critic_ref, critic_mask)
         tr.actions, tr.action_mean, tr.action_sigma = actions, mean, std
         tr.actions_log_prob = gaussian_log_prob(actions, mean, std)
-        tr.observations = self._stored_obs(obs)
+        tr.observations = self.stored_observations(obs)
         tr.reference_observations, tr.reference_observations_mask = ref, ref_mask
         tr.critic_observations = critic_obs
         tr.critic_reference_observations, tr.critic_reference_observations_mask = critic_ref, critic_mask
-        if self.dagger is not None:
-            tr.dagger_actions = self.dagger.label(obs)
-        if self.amp is not None:
-            self._amp_prev = self._amp_features(tr.observations)
+        for ext in self.extensions:
+            ext.on_act(self, obs)
         return actions
 
     @torch.no_grad()
@@ -195,22 +237,13 @@ class MMPPO:
         final = extras.get("final_observations")
         # The real next state: pre-reset observations for envs that just reset.
         next_obs = obs if final is None else _where_rows(dones, final, obs)
-        if self.amp is not None:
-            style = self.amp.style_reward(self._amp_prev, self._amp_features(self._stored_obs(next_obs)))
-            self._log("amp_style_reward", style.mean())
-            self._log("task_reward", rewards.mean())
-            rewards = self.amp.mix(rewards, style)
-        if self.rnd is not None:
-            rnd_state = next_obs["rnd_state"] if "rnd_state" in next_obs.keys() else self._actor_inputs(next_obs)[0]
-            intrinsic = self.rnd.intrinsic_reward(rnd_state, self.iteration)
-            self._log("rnd_intrinsic_reward", intrinsic.mean())
-            rewards = rewards + intrinsic
-            tr.rnd_state = rnd_state
+        for ext in self.extensions:
+            rewards = ext.on_step(self, next_obs, rewards)
         time_outs = extras.get("time_outs")
         if time_outs is not None:
             tr.time_outs = time_outs.reshape(-1).to(torch.bool)
             if final is not None:
-                tr.bootstrap_values = self.critic.peek(*self._critic_inputs(final))
+                tr.bootstrap_values = self.critic.peek(*self._groups(final).critic_inputs(final))
         tr.rewards, tr.dones = rewards, dones
         self.storage.add_transitions(tr)
         tr.clear()
@@ -220,7 +253,7 @@ class MMPPO:
     @torch.no_grad()
     def compute_returns(self, obs: TensorDictBase) -> None:
         """Returns and advantages for the stored rollout; ``obs`` is the observation after its last step."""
-        last_values = self.critic.peek(*self._critic_inputs(obs))
+        last_values = self.critic.peek(*self._groups(obs).critic_inputs(obs))
         self.storage.compute_returns(
             last_values, self.gamma, self.lam, normalize_advantage=False, method=self.returns_method
         )
@@ -233,7 +266,8 @@ class MMPPO:
             var = (stats[1] - stats[2] * mean.square()) / (stats[2] - 1).clamp(min=1)
             adv.copy_((adv - mean) / (var.clamp(min=0).sqrt() + 1e-8))
 
-    def _log(self, key: str, value: torch.Tensor) -> None:
+    def log_step(self, key: str, value: torch.Tensor) -> None:
+        """Add one collection step's value of ``key`` to the per-step means ``collection_logs`` returns."""
         self._logs.add(key, value)
 
     def collection_logs(self) -> dict[str, float]:
@@ -243,137 +277,210 @@ class MMPPO:
     # ------------------------------------------------------------------ update
     def update(self) -> dict[str, float]:
         """Run the learning epochs over the stored rollout and return mean losses and diagnostics."""
-        from mimic_rl.algorithms.ppo_update import run_update  # the update loop lives beside, to keep files small
+        for ext in self.extensions:
+            ext.before_update(self)
+        sums: dict[str, torch.Tensor] = {}
+        counted, lr_sum, last_kl, step = 0, 0.0, None, 0
+        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_mixed_precision)
+        for batch in self._mini_batches():
+            with autocast:
+                terms, kl = self._policy_terms(batch)
+                loss = self._policy_loss(terms)
+                sides = [side for ext in self.extensions if (side := ext.side_loss(self, batch, step)) is not None]
+                for side in sides:
+                    terms.update(side.terms)
+            kl_value, finite = self._backward(loss, kl, sides)
+            step += 1
+            if not finite:
+                self._skip_nonfinite(terms)
+                continue
+            self._nonfinite_streak = 0
+            if self.schedule == "adaptive" and self.desired_kl is not None:
+                self._set_learning_rate(L.adapt_learning_rate(self.learning_rate, kl_value, self.desired_kl))
+            lr_sum += self.learning_rate
+            last_kl = kl_value
+            self.optimizer.step()
+            for side in sides:
+                side.optimizer.step()
+                if side.after_step is not None:
+                    side.after_step()
+            counted += 1
+            terms["kl"] = kl
+            for key, value in terms.items():
+                sums[key] = sums.get(key, 0.0) + value.detach().float()
+        if self.schedule == "adaptive_update" and self.desired_kl is not None and last_kl is not None:
+            self._set_learning_rate(L.adapt_learning_rate(self.learning_rate, last_kl, self.desired_kl))
+        self._update_normalizers()
+        self.actor.head.check()
+        self.iteration += 1
+        self.storage.clear()
+        return self._update_logs(sums, counted, lr_sum)
 
-        return run_update(self)
+    def _mini_batches(self, epochs: int | None = None) -> Iterator[PPOBatch]:
+        epochs = self.num_learning_epochs if epochs is None else epochs
+        if self.actor.is_recurrent or self.critic.is_recurrent:
+            return self.storage.recurrent_mini_batch_generator(
+                self.num_mini_batches, epochs, self.sequence_mode, self.max_seq_len
+            )
+        return self.storage.mini_batch_generator(self.num_mini_batches, epochs)
 
-    # ------------------------------------------------------------------ modes, checkpoints, distributed
-    def _modules(self) -> list[nn.Module]:
-        modules: list[nn.Module] = [self.actor, self.critic]
-        if self.rnd is not None:
-            modules.append(self.rnd)
-        if self.amp is not None:
-            modules.append(self.amp.discriminator)
-        return modules
-
-    def train_mode(self) -> None:
-        """Training mode for every learnable model (a DAgger teacher stays in eval)."""
-        for m in self._modules():
-            m.train()
-
-    def eval_mode(self) -> None:
-        """Evaluation mode for every model."""
-        for m in self._modules():
-            m.eval()
-
-    def save(self) -> dict[str, Any]:
-        """Everything needed to resume: models, optimizers, normalizers (in the state dicts) and counters."""
-        state: dict[str, Any] = {
-            "actor_state_dict": self.actor.state_dict(),
-            "critic_state_dict": self.critic.state_dict(),
-            "optimizer_state_dict": self.optimizer.state_dict(),
-            "actor_cfg": getattr(self.actor, "config", None),
-            "critic_cfg": getattr(self.critic, "config", None),
-            "learning_rate": self.learning_rate,
-            "algorithm_iteration": self.iteration,
-            "nonfinite_batches": self.nonfinite_batches,
+    def _policy_terms(self, batch: PPOBatch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """PPO terms of one mini-batch, and the extensions' terms on the actor's output; returns (terms, KL)."""
+        (obs, ref, ref_mask), (critic_obs, critic_ref, critic_mask) = self._stored_inputs(
+            batch.observations, batch.reference, batch.critic_observations, batch.critic_reference
+        )
+        s = {
+            "obs": obs,
+            "ref": None if ref is None else (ref, ref_mask),
+            "critic_obs": critic_obs,
+            "critic_ref": None if critic_ref is None else (critic_ref, critic_mask),
+            "actions": batch.actions,
+            "advantages": batch.advantages,
+            "returns": batch.returns,
+            "target_values": batch.target_values,
+            "old_log_prob": batch.old_actions_log_prob,
+            "old_mu": batch.old_mu,
+            "old_sigma": batch.old_sigma,
+            "dagger_actions": batch.dagger_actions,
         }
-        if self.obs_groups is not None:
-            state["obs_groups"] = self.obs_groups.to_dict()  # the resolved groups the actor and critic read
-        if self.rnd is not None:
-            state["rnd_state_dict"] = self.rnd.state_dict()
-            state["rnd_optimizer_state_dict"] = self.rnd.optimizer.state_dict()
-        if self.amp is not None:
-            state["amp_state_dict"] = self.amp.state_dict()
-        return state
-
-    def load(self, loaded_dict: dict[str, Any], load_cfg: dict[str, bool] | None = None, strict: bool = True) -> bool:
-        """Load the parts named in ``load_cfg`` (default all); returns whether the iteration should be restored."""
-        load_cfg = load_cfg or {
-            "actor": True,
-            "critic": True,
-            "optimizer": True,
-            "iteration": True,
-            "rnd": True,
-            "amp": True,
+        n, mask = s["obs"].shape[0], batch.loss_mask
+        if self.normalize_advantage_per_mini_batch:
+            adv, adv_mask = s["advantages"], None if mask is None else mask.unsqueeze(-1)
+            mean = L.masked_mean(adv, adv_mask)
+            s["advantages"] = (adv - mean) / (L.masked_mean((adv - mean).square(), adv_mask).sqrt() + 1e-8)
+        for ext in self.extensions:
+            s = ext.transform_batch(self, s)
+        ref, ref_mask = s["ref"] if s["ref"] is not None else (None, None)
+        critic_ref, critic_mask = s["critic_ref"] if s["critic_ref"] is not None else (None, None)
+        hidden_a, hidden_c = batch.hidden_states if batch.hidden_states is not None else (None, None)
+        mean, std = self.actor.distribution(s["obs"], ref, ref_mask, hidden_state=hidden_a)
+        values = self.critic(s["critic_obs"], critic_ref, critic_mask, hidden_state=hidden_c)
+        log_prob = gaussian_log_prob(s["actions"], mean, std)
+        value_mask = None if mask is None else mask.unsqueeze(-1)
+        terms = {
+            "surrogate": L.clipped_surrogate(
+                log_prob, s["old_log_prob"].squeeze(-1), s["advantages"].squeeze(-1), self.clip_param, mask
+            ),
+            "value": L.value_loss(
+                values, s["target_values"], s["returns"], self.clip_param, self.use_clipped_value_loss, value_mask
+            ),
+            "entropy": L.masked_mean(gaussian_entropy(std[:n]), mask),
         }
-        unknown = set(load_cfg) - {"actor", "critic", "optimizer", "iteration", "rnd", "amp"}
-        if unknown:
-            raise ValueError(f"load_cfg: unknown key(s) {sorted(unknown)}")
-        if load_cfg.get("actor"):
-            self.actor.load_state_dict(loaded_dict["actor_state_dict"], strict=strict)
-        if load_cfg.get("critic"):
-            self.critic.load_state_dict(loaded_dict["critic_state_dict"], strict=strict)
-        if load_cfg.get("optimizer"):
-            self.optimizer.load_state_dict(_two_groups(loaded_dict["optimizer_state_dict"], self.optimizer))
-            self.learning_rate = float(loaded_dict.get("learning_rate", self.optimizer.param_groups[0]["lr"]))
-        if load_cfg.get("rnd") and self.rnd is not None and "rnd_state_dict" in loaded_dict:
-            self.rnd.load_state_dict(loaded_dict["rnd_state_dict"], strict=strict)
-            self.rnd.optimizer.load_state_dict(loaded_dict["rnd_optimizer_state_dict"])
-        if load_cfg.get("amp") and self.amp is not None and "amp_state_dict" in loaded_dict:
-            self.amp.load_state_dict(loaded_dict["amp_state_dict"], strict=strict)
-        if load_cfg.get("iteration"):
-            self.iteration = int(loaded_dict.get("algorithm_iteration", 0))
-            self.nonfinite_batches = int(loaded_dict.get("nonfinite_batches", 0))
-        return bool(load_cfg.get("iteration", False))
+        with torch.no_grad():
+            kl = gaussian_kl(s["old_mu"][:n], s["old_sigma"][:n], mean[:n].detach(), std[:n].detach())
+            kl = L.masked_mean(kl, mask)
+        out = PolicyOutput(mean, std, n, mask)
+        for ext in self.extensions:
+            terms.update(ext.policy_terms(self, s, out))
+        return terms, kl
 
-    def runtime_state_dict(self) -> dict[str, Any]:
-        """What ``save()`` leaves out but an exact resume needs: the storage's carry row (AMP pairs across rollouts),
-        the AMP replay buffer and the recurrent models' collection-time hidden states."""
-        state: dict[str, Any] = {"storage_carry": {k: v[0].clone() for k, v in self.storage._store.stores.items()}}
-        if self.amp is not None:
-            state["amp_replay"] = (self.amp._replay.clone(), self.amp._replay_count, self.amp._replay_next)
-        for name, model in (("actor", self.actor), ("critic", self.critic)):
-            if model.memory is not None:
-                state[f"{name}_hidden"] = model.memory.hidden
-        return state
+    def _stored_inputs(self, obs: Any, ref: Any, critic_obs: Any, critic_ref: Any) -> tuple[tuple, tuple]:
+        """The actor's and the critic's ``(obs, reference, mask)`` from stored data (a mini-batch, or the rollout).
 
-    def load_runtime_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``runtime_state_dict()``."""
-        for key, row in state["storage_carry"].items():
-            self.storage._store.stores[key][0].copy_(row)
-        if self.amp is not None and "amp_replay" in state:
-            replay, count, nxt = state["amp_replay"]
-            self.amp._replay.copy_(replay)
-            self.amp._replay_count, self.amp._replay_next = int(count), int(nxt)
-        for name, model in (("actor", self.actor), ("critic", self.critic)):
-            if model.memory is not None:
-                model.memory.hidden = state.get(f"{name}_hidden")
+        A storage built by ``construct_algorithm`` keeps the env's groups under their own names in ``observations``,
+        and ``obs_groups`` picks each model's inputs from it, as from the env's TensorDict. A hand-built seed storage
+        (``RolloutStorageMM(obs_shape, ref_obs_shape, privileged_obs_shape, ...)``) keeps them in its own buffers.
+        """
+        if self._env_named:
+            actor, critic = self.obs_groups.actor_inputs(obs), self.obs_groups.critic_inputs(obs)
+            return _with_mask(actor), _with_mask(critic)
+        actor_obs = self.obs_groups.actor_obs(obs) if isinstance(obs, TensorDictBase) else obs
+        if isinstance(critic_obs, TensorDictBase):
+            critic_obs = self.obs_groups.actor_obs(critic_obs)
+        ref_pair, critic_pair = ref or (None, None), critic_ref or (None, None)
+        return (actor_obs, *ref_pair), (critic_obs, *critic_pair)
 
-    def get_policy(self) -> Actor:
-        """The actor (its ``forward`` is the deterministic policy)."""
-        return self.actor
+    def _policy_loss(self, terms: dict[str, torch.Tensor]) -> torch.Tensor:
+        loss = terms["surrogate"] + self.value_loss_coef * terms["value"] - self.entropy_coef * terms["entropy"]
+        for ext in self.extensions:
+            share = ext.policy_loss(self, terms)
+            if share is not None:
+                loss = loss + share
+        return loss
 
-    def broadcast_parameters(self) -> None:
-        """Copy all model parameters and buffers from rank 0 to every rank."""
-        modules: list[nn.Module] = self._modules()
-        broadcast_modules(modules)
+    def _backward(self, loss: torch.Tensor, kl: torch.Tensor, sides: list[SideLoss]) -> tuple[float, bool]:
+        """Gradients of the PPO loss and every side loss, reduced across ranks and clipped; returns the KL and
+        whether the losses and the checked gradient norms are finite (the same on every rank)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [*self.actor.parameters(), *self.critic.parameters()]
+        for side in sides:
+            side.optimizer.zero_grad(set_to_none=True)
+            side.loss.backward()
+            params += side.params
+        if self.is_multi_gpu:
+            self.reduce_parameters(params)
+        norms = [
+            nn.utils.clip_grad_norm_(self.actor.parameters(), self.max_grad_norm),
+            nn.utils.clip_grad_norm_(self.critic.parameters(), self.max_grad_norm),
+        ]
+        norms += [nn.utils.clip_grad_norm_(side.params, float("inf")) for side in sides if side.checked]
+        check = torch.stack([kl.float(), torch.stack([loss.float(), *norms]).isfinite().all().logical_not().float()])
+        if self.is_multi_gpu:  # the same KL and skip decision on every rank
+            torch.distributed.all_reduce(check)
+            check[0] /= self.gpu_world_size
+        kl_value, nonfinite = check.tolist()  # the one host sync of a mini-batch
+        return kl_value, nonfinite == 0
 
-    def reduce_parameters(self, params: Iterable[nn.Parameter] | None = None) -> None:
-        """Average gradients across ranks in bounded buckets (default: actor, critic, RND and discriminator)."""
-        if params is None:
-            params = [p for m in self._modules() for p in m.parameters() if p.requires_grad]
-        all_reduce_gradients(params, self.gpu_world_size, self.grad_reduce_bucket_mb)
+    def _skip_nonfinite(self, terms: dict[str, torch.Tensor]) -> None:
+        """Count a skipped mini-batch; raise ``TrainingDiverged`` after ``max_nonfinite_batches`` in a row."""
+        self.nonfinite_batches += 1
+        self._nonfinite_streak += 1
+        if self._nonfinite_streak < self.max_nonfinite_batches:
+            return
+        bad = [k for k, v in terms.items() if isinstance(v, torch.Tensor) and not bool(torch.isfinite(v).all())]
+        what = f"loss term(s) {bad}" if bad else "the gradient (all loss terms were finite)"
+        raise TrainingDiverged(
+            f"MMPPO: {self._nonfinite_streak} consecutive mini-batches had a non-finite loss or gradient; last: "
+            f"{what}. Check observations and rewards for NaN/inf, or lower the learning rate"
+        )
+
+    def _set_learning_rate(self, rate: float) -> None:
+        """The actor's learning rate (and the critic's, unless it has a rate of its own)."""
+        self.learning_rate = rate
+        for group in self.optimizer.param_groups[: 1 if self.critic_learning_rate else None]:
+            group["lr"] = rate
+
+    @torch.no_grad()
+    def _update_normalizers(self) -> None:
+        """Once per iteration, after the update, with the raw observations of the whole rollout."""
+        st = self.storage
+
+        def rows(x: Any) -> Any:
+            return None if x is None else x.flatten(0, 1)
+
+        ref = None if st.reference_observations is None else (st.reference_observations, st.reference_observations_mask)
+        critic_ref = ref
+        if st.privileged_reference_observations is not None:
+            critic_ref = (st.privileged_reference_observations, st.privileged_reference_observations_mask)
+        critic_obs = st.privileged_observations if st.privileged_observations is not None else st.observations
+        actor_in, critic_in = self._stored_inputs(st.observations, ref, critic_obs, critic_ref)
+        self.actor.update_normalization(*(rows(x) for x in actor_in))
+        self.critic.update_normalization(*(rows(x) for x in critic_in))
+        for ext in self.extensions:
+            ext.after_update(self)
+
+    def _update_logs(self, sums: dict[str, torch.Tensor], counted: int, lr_sum: float) -> dict[str, float]:
+        out = {key: value / max(1, counted) for key, value in sums.items()}
+        result = {k: float(v) for k, v in zip(out, torch.stack(list(out.values())).tolist())} if out else {}
+        result["learning_rate"] = lr_sum / max(1, counted)  # the mean rate the update used (it changes per mini-batch)
+        result["learning_rate_next"] = self.learning_rate
+        result["nonfinite_batches"] = float(self.nonfinite_batches)
+        result["nonfinite_obs_rows"] = float(nonfinite_rows(*self._modules()))
+        return result
 
     @staticmethod
     def construct_algorithm(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str | torch.device) -> MMPPO:
-        """Build actor, critic, storage and MMPPO from ``cfg`` (see ``mimic_rl.algorithms.builder``)."""
-        from mimic_rl.algorithms.builder import build_mmppo
-
-        return build_mmppo(obs, env, cfg, device)
+        """Build actor, critic, storage and MMPPO from ``cfg`` (see ``mimic_rl.algorithms.builder.build_mmppo``)."""
+        return builder_for("MMPPO")(obs, env, cfg, device)
 
 
-def _two_groups(state: dict[str, Any], optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    """An optimizer state of one parameter group (actor and critic together, as rsl_rl and mimic_rl 0.1 save it)
-    split into this optimizer's actor and critic groups; any other state unchanged."""
-    groups = state["param_groups"]
-    if len(groups) != 1 or len(optimizer.param_groups) != 2:
-        return state
-    n_actor = len(optimizer.param_groups[0]["params"])
-    ids = groups[0]["params"]
-    actor = {**groups[0], "params": ids[:n_actor]}
-    critic = {**groups[0], "params": ids[n_actor:], "lr": optimizer.param_groups[1]["lr"]}
-    return {"state": state["state"], "param_groups": [actor, critic]}
+def _with_mask(inputs: tuple[torch.Tensor, Any, Any]) -> tuple[torch.Tensor, Any, Any]:
+    """``(obs, reference, mask)`` with an all-True mask for a reference that has no mask group."""
+    obs, ref, mask = inputs
+    if ref is not None and mask is None:
+        mask = torch.ones(ref.shape[: obs.dim() - 1], dtype=torch.bool, device=ref.device)
+    return obs, ref, mask
 
 
 def _where_rows(rows: torch.Tensor, a: TensorDictBase, b: TensorDictBase) -> TensorDictBase:

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+from tensordict import TensorDictBase
 from torch import nn
 
+from mimic_rl.algorithms.extensions import Extension, SideLoss, flat_rows
 from mimic_rl.algorithms.ppo_losses import masked_mean
 from mimic_rl.algorithms.schedules import Schedule
 from mimic_rl.models.mlp import MLP
 from mimic_rl.models.normalization import EmpiricalNormalizer
 
-__all__ = ["RandomNetworkDistillation"]
+if TYPE_CHECKING:
+    from mimic_rl.algorithms.ppo import MMPPO
+    from mimic_rl.storage import PPOBatch
+
+__all__ = ["RandomNetworkDistillation", "RndExtension"]
 
 
 class RandomNetworkDistillation(nn.Module):
@@ -64,3 +70,50 @@ class RandomNetworkDistillation(nn.Module):
         """Merge raw RND states into the state normalizer."""
         if self.state_normalizer is not None:
             self.state_normalizer.update(states)
+
+
+class RndExtension(Extension):
+    """MMPPO's RND hooks: the intrinsic reward at collection, the predictor's step per mini-batch (its own
+    optimizer), the state normalizer after the update."""
+
+    name = "rnd"
+
+    def __init__(self, rnd: RandomNetworkDistillation) -> None:
+        self.rnd = rnd
+
+    def modules(self) -> list[nn.Module]:
+        """Predictor and frozen target."""
+        return [self.rnd]
+
+    def on_step(self, alg: MMPPO, next_obs: TensorDictBase, rewards: torch.Tensor) -> torch.Tensor:
+        """Add the intrinsic reward of the next state (the ``rnd_state`` group, else the actor's observation)."""
+        if "rnd_state" in next_obs.keys():
+            state = next_obs["rnd_state"]
+        else:
+            state = alg.obs_groups.actor_obs(next_obs)
+        intrinsic = self.rnd.intrinsic_reward(state, alg.iteration)
+        alg.log_step("rnd_intrinsic_reward", intrinsic.mean())
+        alg.transition.rnd_state = state
+        return rewards + intrinsic
+
+    def side_loss(self, alg: MMPPO, batch: PPOBatch, step: int) -> SideLoss:
+        """The predictor's regression loss on the mini-batch's stored states."""
+        mask = None if batch.masks is None else batch.masks.reshape(-1)
+        loss = self.rnd.loss(flat_rows(batch.rnd_state, batch.masks), mask)
+        return SideLoss({"rnd": loss}, loss, self.rnd.optimizer, list(self.rnd.predictor.parameters()))
+
+    @torch.no_grad()
+    def after_update(self, alg: MMPPO) -> None:
+        """The rollout's states into the state normalizer."""
+        if alg.storage.rnd_state is not None:
+            self.rnd.update_normalization(alg.storage.rnd_state.flatten(0, 1))
+
+    def state_dict(self) -> dict[str, Any]:
+        """``rnd_state_dict`` and ``rnd_optimizer_state_dict``."""
+        return {"rnd_state_dict": self.rnd.state_dict(), "rnd_optimizer_state_dict": self.rnd.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        """Restore both when the checkpoint has them."""
+        if "rnd_state_dict" in state:
+            self.rnd.load_state_dict(state["rnd_state_dict"], strict=strict)
+            self.rnd.optimizer.load_state_dict(state["rnd_optimizer_state_dict"])

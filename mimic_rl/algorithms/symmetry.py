@@ -9,14 +9,18 @@ reference).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
+from mimic_rl.algorithms.extensions import Extension, PolicyOutput
 from mimic_rl.utils import resolve_callable
 
-__all__ = ["Symmetry"]
+if TYPE_CHECKING:
+    from mimic_rl.algorithms.ppo import MMPPO
+
+__all__ = ["Symmetry", "SymmetryExtension"]
 
 MirrorFn = Callable[[torch.Tensor], torch.Tensor]
 
@@ -106,3 +110,39 @@ class Symmetry:
             mirrored_mean, _ = actor.distribution(m_obs, m_ref, ref_mask)
         target = self.mirror_actions(mean).detach()
         return (mirrored_mean - target).square().mean()
+
+
+class SymmetryExtension(Extension):
+    """MMPPO's symmetry hooks: mirrored copies of each mini-batch, and the mirror loss on the actor's mean."""
+
+    name = "symmetry"
+
+    def __init__(self, symmetry: Symmetry) -> None:
+        self.symmetry = symmetry
+
+    def check(self, alg: MMPPO) -> None:
+        """Feed-forward models only."""
+        if alg.actor.is_recurrent or alg.critic.is_recurrent:
+            raise ValueError("symmetry augmentation and the mirror loss are not supported with recurrent models")
+
+    def transform_batch(self, alg: MMPPO, streams: dict[str, Any]) -> dict[str, Any]:
+        """Originals then mirrored copies, with ``use_data_augmentation``."""
+        return self.symmetry.augment(streams) if self.symmetry.use_data_augmentation else streams
+
+    def policy_terms(self, alg: MMPPO, streams: dict[str, Any], out: PolicyOutput) -> dict[str, torch.Tensor]:
+        """``mirror``: how far the actor is from equivariant on the stored samples (reported even when unweighted)."""
+        sym = self.symmetry
+        if not (sym.use_mirror_loss or sym.use_data_augmentation):
+            return {}
+        n = out.n
+        mirrored = out.mean[n:] if sym.use_data_augmentation else None
+        ref, ref_mask = streams["ref"] if streams["ref"] is not None else (None, None)
+        ref_n = None if ref is None else ref[:n]
+        mask_n = None if ref_mask is None else ref_mask[:n]
+        return {"mirror": sym.mirror_loss(alg.actor, streams["obs"][:n], ref_n, mask_n, out.mean[:n], mirrored)}
+
+    def policy_loss(self, alg: MMPPO, terms: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """The mirror term times ``mirror_loss_coeff``, with ``use_mirror_loss``."""
+        if "mirror" in terms and self.symmetry.use_mirror_loss:
+            return self.symmetry.mirror_loss_coeff * terms["mirror"]
+        return None

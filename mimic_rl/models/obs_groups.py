@@ -99,9 +99,25 @@ class ObsGroups:
             critic_reference_mask=one("critic_reference_mask", critic_mask_default),
         )
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ObsGroups:
+        """Inverse of ``to_dict`` (a checkpoint's or an export's mapping, already resolved)."""
+        values = {k: tuple(v) if isinstance(v, list | tuple) else v for k, v in data.items() if k in OBS_GROUP_KEYS}
+        return cls(**values)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data (lists and strings) for configs and checkpoints."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def stored(self) -> list[str]:
+        """Every group the actor and the critic read, each once, in the order of the fields of this mapping."""
+        names: list[str] = []
+        for value in (self.actor, self.actor_reference, self.actor_reference_mask, self.critic):
+            names += [v for v in ((value,) if isinstance(value, str) else value or ()) if v not in names]
+        for value in (self.critic_reference, self.critic_reference_mask):
+            if value is not None and value not in names:
+                names.append(value)
+        return names
 
     def actor_obs(self, obs: TensorDictBase) -> torch.Tensor:
         """The actor's observation vector ``[..., obs_dim]``."""

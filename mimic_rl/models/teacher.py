@@ -19,34 +19,39 @@ from torch import nn
 from mimic_rl.errors import CheckpointError
 from mimic_rl.models.actor_critic import Actor
 from mimic_rl.models.mlp import activation as make_activation
+from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.serialization import load_checkpoint
 
 __all__ = ["ActorTeacher", "RslRlTeacher", "load_teacher", "load_teacher_state", "teacher_from_config"]
 
 
 class ActorTeacher(nn.Module):
-    """This package's ``Actor`` used as a frozen teacher on the ``policy`` / ``reference`` groups (or renamed ones)."""
+    """This package's ``Actor`` used as a frozen teacher, reading the observation groups its training run read
+    (``groups``; default ``policy`` / ``reference`` / ``reference_mask``, or the legacy single-group names)."""
 
     def __init__(
-        self, actor: Actor, obs_group: str = "policy", ref_group: str = "reference", mask_group: str = "reference_mask"
+        self,
+        actor: Actor,
+        obs_group: str = "policy",
+        ref_group: str = "reference",
+        mask_group: str = "reference_mask",
+        groups: ObsGroups | None = None,
     ) -> None:
         super().__init__()
         self.actor = actor.eval().requires_grad_(False)
-        self.obs_group, self.ref_group, self.mask_group = obs_group, ref_group, mask_group
-        self.config = {
-            "kind": "actor",
-            "actor_cfg": actor.config,
-            "obs_group": obs_group,
-            "ref_group": ref_group,
-            "mask_group": mask_group,
-        }
+        if groups is None:
+            has_ref = actor.ref_shape is not None
+            groups = ObsGroups((obs_group,), ref_group if has_ref else None, mask_group if has_ref else None)
+        self.groups = groups
+        self.config = {"kind": "actor", "actor_cfg": actor.config, "obs_groups": groups.to_dict()}
         """What ``teacher_from_config`` rebuilds this teacher from (saved in distillation checkpoints)."""
 
     def forward(self, obs: TensorDictBase) -> torch.Tensor:
         """Deterministic teacher actions."""
+        actor_obs, ref, mask = self.groups.actor_inputs(obs)
         if self.actor.ref_shape is None:
-            return self.actor(obs[self.obs_group])
-        return self.actor(obs[self.obs_group], obs.get(self.ref_group, None), obs.get(self.mask_group, None))
+            return self.actor(actor_obs)
+        return self.actor(actor_obs, ref, mask)
 
     def std(self) -> torch.Tensor:
         """The teacher's action std."""
@@ -160,7 +165,9 @@ def teacher_from_config(config: Mapping[str, Any]) -> nn.Module:
     """An untrained teacher with the architecture ``config`` (a teacher's ``.config``) describes."""
     kind = config.get("kind")
     if kind == "actor":
-        groups = {k: config[k] for k in ("obs_group", "ref_group", "mask_group")}
+        if "obs_groups" in config:
+            return ActorTeacher(Actor(**config["actor_cfg"]), groups=ObsGroups.from_dict(config["obs_groups"]))
+        groups = {k: config[k] for k in ("obs_group", "ref_group", "mask_group")}  # mimic_rl <= 0.2 checkpoints
         return ActorTeacher(Actor(**config["actor_cfg"]), **groups)
     if kind == "rsl_rl":
         return RslRlTeacher(config["dims"], config["obs_groups"], config["activation"], config["normalizer"])
@@ -194,7 +201,10 @@ def load_teacher(
             f"checkpoint with actor_state_dict, from mimic-rl train or rsl_rl), found keys {sorted(ckpt)[:10]}"
         )
     elif "actor_cfg" in ckpt:
-        teacher = ActorTeacher(Actor(**ckpt["actor_cfg"]))
+        groups = ckpt.get("obs_groups")
+        teacher = ActorTeacher(
+            Actor(**ckpt["actor_cfg"]), groups=None if groups is None else ObsGroups.from_dict(groups)
+        )
     else:
         return RslRlTeacher.from_rsl_rl(ckpt["actor_state_dict"], obs_groups, activation).to(device)
     load_teacher_state(teacher, ckpt)

@@ -30,6 +30,7 @@ class DistillationRunner(OnPolicyRunner):
             "student": dict(cfg.student),
             "teacher": teacher,
             "num_steps_per_env": cfg.runner.num_steps_per_env,
+            "obs_groups": cfg.obs_groups,
             "multi_gpu": None if self.multi_gpu is None else vars(self.multi_gpu),
         }
         if teacher is None:
