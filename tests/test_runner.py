@@ -45,6 +45,28 @@ def test_runner_smoke_on_the_toy_env(tmp_path):
     assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 3
 
 
+class SparseLogEnv(PointMassTrackingEnv):
+    """Logs ``Episode_Reward/x`` = 2 on every third step only, as mjlab and Isaac Lab log episode sums at resets."""
+
+    def step(self, actions):
+        obs, rewards, dones, extras = super().step(actions)
+        self.calls = getattr(self, "calls", 0) + 1
+        extras["log"] = {"dense": torch.tensor(float(self.calls))}
+        if self.calls % 3 == 0:
+            extras["log"]["Episode_Reward/x"] = torch.tensor(2.0)
+        return obs, rewards, dones, extras
+
+
+def test_a_key_logged_on_some_steps_is_averaged_over_those_steps(tmp_path):
+    cfg = small_cfg()
+    cfg.actor = {"hidden_dims": [32], "init_noise_std": 0.5}
+    cfg.critic = {"hidden_dims": [32]}
+    out = OnPolicyRunner(cfg, log_dir=None, env=SparseLogEnv(num_envs=8)).learn(1)
+    t = cfg.runner.num_steps_per_env
+    assert out["Episode_Reward/x"] == 2.0  # not 2 * (t // 3) / t
+    assert out["env/dense"] == sum(range(1, t + 1)) / t
+
+
 def test_runner_smoke_on_the_mujoco_env(tmp_path, data_dir):
     cfg = small_cfg(data_dir, logger="tensorboard")
     runner = OnPolicyRunner(cfg, log_dir=tmp_path)

@@ -136,14 +136,15 @@ class OnPolicyRunner:
     def _iteration(self, obs: Any, start_iteration: int, total: int, start_time: float) -> tuple[Any, dict]:
         """Collect one rollout, update, count and log; returns (the next observations, the logged scalars)."""
         t0 = time.time()
-        logs: dict[str, torch.Tensor] = {}
+        logs: dict[str, list] = {}  # key -> [sum, number of steps that logged it]
         with torch.inference_mode():
             for _ in range(self.cfg.runner.num_steps_per_env):
                 actions = self.alg.act(obs)
                 obs, rewards, dones, extras = self.env.step(actions)
                 self.alg.process_env_step(obs, rewards, dones, extras)
                 for key, value in extras.get("log", {}).items():
-                    logs[key] = logs.get(key, 0.0) + value
+                    entry = logs.setdefault(key, [0.0, 0])
+                    entry[0], entry[1] = entry[0] + value, entry[1] + 1
                 self.episodes.step(rewards, dones, extras.get("time_outs"), extras.get("termination_terms"))
             self.alg.compute_returns(obs)
         collect_time = time.time() - t0
@@ -193,8 +194,9 @@ class OnPolicyRunner:
         return self.save(self.log_dir / f"model_{self.iteration}.pt")
 
     def _log(self, logs, losses, steps, collect_time, learn_time, start_iteration, total, start_time):
-        t = self.cfg.runner.num_steps_per_env
-        scalars = {f"env/{k}" if "/" not in k else k: float(v) / t for k, v in logs.items()}
+        # the mean over the steps that logged a key: every step for the embedded env, only steps with resets for
+        # mjlab's and Isaac Lab's episode sums (rsl_rl's convention)
+        scalars = {f"env/{k}" if "/" not in k else k: float(v) / n for k, (v, n) in logs.items()}
         scalars.update({f"loss/{k}": v for k, v in losses.items()})
         scalars.update(self.alg.collection_logs())
         scalars["perf/steps_per_s"] = steps / max(1e-9, collect_time + learn_time)

@@ -13,7 +13,15 @@ from mimic_rl.envs.mjlab.config import MjlabEnvConfig
 from mimic_rl.errors import MotionFormatError, UsageError
 from mimic_rl.files import check_file
 
-__all__ = ["INSTALL_HINT", "MOTION_KEYS", "MjlabVecEnv", "import_mjlab", "make_mjlab_env", "mjlab_env_config"]
+__all__ = [
+    "INSTALL_HINT",
+    "MOTION_KEYS",
+    "MjlabVecEnv",
+    "amp_obs_extractor",
+    "import_mjlab",
+    "make_mjlab_env",
+    "mjlab_env_config",
+]
 
 INSTALL_HINT = 'install it with pip install -e ".[mjlab]" (mjlab 1.6; best in a virtual environment of its own)'
 MOTION_KEYS = ("fps", "joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
@@ -84,9 +92,18 @@ def make_mjlab_env(cfg: MjlabEnvConfig) -> MjlabVecEnv:
     return MjlabVecEnv(RslRlVecEnvWrapper(env, clip_actions=cfg.clip_actions), cfg)
 
 
+def amp_obs_extractor(obs: Any) -> torch.Tensor:
+    """AMP features of the robot: the ``amp`` group (joint positions, then joint velocities)."""
+    return obs["amp"]
+
+
 class MjlabVecEnv:
     """mjlab's ``RslRlVecEnvWrapper`` with this package's conventions: ``dones`` as bool, the task's tracking
-    command (when it has one) at ``motion_command``. Observations are mjlab's TensorDict, unchanged."""
+    command (when it has one) at ``motion_command``.
+
+    Observations are mjlab's TensorDict, plus on tracking tasks an ``amp`` group (the robot's joint positions and
+    velocities) that only AMP reads; ``amp_expert_sampler`` draws the matching expert pairs from the task's motion.
+    """
 
     def __init__(self, wrapped: Any, cfg: MjlabEnvConfig) -> None:
         self.wrapped = wrapped
@@ -117,18 +134,44 @@ class MjlabVecEnv:
         manager = self.unwrapped.command_manager
         return manager.get_term("motion") if "motion" in manager.active_terms else None
 
+    def _with_amp(self, obs: Any) -> Any:
+        command = self.motion_command
+        if command is not None:
+            obs["amp"] = torch.cat((command.robot_joint_pos, command.robot_joint_vel), dim=-1)
+        return obs
+
     def get_observations(self) -> Any:
         """The current observation TensorDict."""
-        return self.wrapped.get_observations()
+        return self._with_amp(self.wrapped.get_observations())
 
     def reset(self) -> Any:
         """Reset every env; returns the observations."""
-        return self.wrapped.reset()[0]
+        return self._with_amp(self.wrapped.reset()[0])
 
     def step(self, actions: torch.Tensor) -> tuple[Any, torch.Tensor, torch.Tensor, dict]:
-        """One env step: ``(obs, rewards [N], dones [N] bool, extras)`` with ``extras["time_outs"]``."""
+        """One env step: ``(obs, rewards [N], dones [N] bool, extras)`` with ``extras["time_outs"]``; on tracking
+        tasks ``extras["log"]`` also holds the mean global and root-relative MPJPE (mm) of the step, as the
+        embedded env's does (mjlab's metric functions)."""
         obs, rewards, dones, extras = self.wrapped.step(actions)
-        return obs, rewards, dones.to(torch.bool), extras
+        command = self.motion_command
+        if command is not None:
+            from mjlab.tasks.tracking.mdp import metrics
+
+            log = extras.setdefault("log", {})
+            log["metrics/global_mpjpe_mm"] = 1000 * metrics.compute_mpkpe(command).mean()
+            log["metrics/root_mpjpe_mm"] = 1000 * metrics.compute_root_relative_mpkpe(command).mean()
+        return self._with_amp(obs), rewards, dones.to(torch.bool), extras
+
+    def amp_expert_sampler(self, num: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``num`` expert AMP pairs (frame t, frame t + 1) of the task's motion, the features as in the ``amp``
+        group; one motion frame per env step, as mjlab's tracking command advances it."""
+        command = self.motion_command
+        if command is None:
+            raise ValueError(f"mjlab's {self.cfg.task} has no motion command: AMP needs a tracking task")
+        motion = command.motion
+        t = torch.randint(0, int(motion.time_step_total) - 1, (num,), device=motion.joint_pos.device)
+        features = torch.cat((motion.joint_pos, motion.joint_vel), dim=-1)
+        return features[t].to(self.device), features[t + 1].to(self.device)
 
     def close(self) -> None:
         """Close the mjlab env."""
