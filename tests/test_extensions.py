@@ -69,6 +69,11 @@ def test_an_extension_of_its_own_shapes_rewards_and_loss_through_the_hooks():
     out = alg.update()
     assert "mean_l2" in out and ext.updates == 1
     assert alg.save()["bonus_updates"] == 1
+    fresh = BonusAndPenalty(bonus=0.5, coef=0.3)
+    cfg["extensions"] = [fresh]
+    other, _, _ = make(cfg=cfg)
+    other.load(alg.save())  # every part, extensions included, by default
+    assert fresh.updates == 1
 
 
 def test_the_built_in_extensions_run_in_a_fixed_order_and_own_their_modules():

@@ -291,8 +291,7 @@ class OnPolicyRunner:
             "critic": True,
             "optimizer": load_optimizer,
             "iteration": resume,
-            "rnd": True,
-            "amp": True,
+            **dict.fromkeys(("rnd", "amp", *(ext.name for ext in self.alg.extensions)), True),
         }
 
     def close(self) -> None:
