@@ -108,7 +108,7 @@ def test_teacher_actions_are_executed_with_a_decaying_probability():
         with torch.inference_mode():
             for _ in range(8):
                 actions = alg.act(obs)
-                executed_teacher.append((actions == alg.transition.privileged_actions).all(-1).float().mean())
+                executed_teacher.append((actions == alg.transition["privileged_actions"]).all(-1).float().mean())
                 if it == 0:  # beta = 1: every env runs the teacher, and the storage keeps its labels
                     assert torch.equal(actions, ToyExpert()(obs))
                 obs, rew, dones, extras = env.step(actions)

@@ -55,14 +55,15 @@ def test_an_extension_of_its_own_shapes_rewards_and_loss_through_the_hooks():
     assert alg.extensions == [ext]
     with torch.inference_mode():
         alg.act(obs)
-        _, rewards, dones, extras = env.step(alg.transition.action_mean)
+        _, rewards, dones, extras = env.step(alg.transition["action_mean"])
         alg.process_env_step(_, rewards, dones, extras)
-    torch.testing.assert_close(alg.storage.rewards[0].squeeze(-1), rewards + 0.5)  # the bonus reached the storage
+    stored = alg.storage.get()["rewards"][0].squeeze(-1)
+    torch.testing.assert_close(stored, rewards + 0.5)  # the bonus reached the storage
     alg.storage.clear()
     rollout(alg, env, obs, 24)
-    batch = next(alg.storage.mini_batch_generator(1, 1))
+    batch = next(alg.storage.mini_batches(1, 1))
     terms, _ = alg._policy_terms(batch)
-    mean = alg.actor.distribution(*alg.obs_groups.actor_inputs(batch.observations))[0]
+    mean = alg.actor.distribution(*alg.obs_groups.actor_inputs(batch["obs"]))[0]
     torch.testing.assert_close(terms["mean_l2"], mean.square().sum(-1).mean())  # a second computation of the term
     base = terms["surrogate"] + terms["value"] - alg.entropy_coef * terms["entropy"]
     torch.testing.assert_close(alg._policy_loss(terms), base + 0.3 * terms["mean_l2"])

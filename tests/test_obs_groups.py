@@ -115,9 +115,9 @@ def test_training_under_other_group_names_is_bitwise_the_same():
     assert renamed == reference
     # one name from env to loss: the storage and its mini-batches hold the env's groups under the env's names
     names = ["actor", "ref_frames", "ref_valid", "value_obs"]
-    assert list(alg.storage.observations.keys()) == names and alg.storage.observations["ref_valid"].dtype == torch.bool
-    assert alg.storage.reference_observations is None and alg.storage.privileged_observations is None
+    stored = alg.storage.get()["obs"]
+    assert list(stored.keys()) == names and stored["ref_valid"].dtype == torch.bool
     env = _Renamed(PointMassTrackingEnv(num_envs=16, seed=1))
     rollout(alg, env, env.get_observations(), 24)
-    batch = next(alg.storage.mini_batch_generator(4, 1))
-    assert sorted(batch.observations.keys()) == sorted(names) and batch.observations.batch_size == (96,)
+    batch = next(alg.storage.mini_batches(4, 1))
+    assert sorted(batch["obs"].keys()) == sorted(names) and batch["obs"].batch_size == (96,)

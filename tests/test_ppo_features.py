@@ -22,7 +22,7 @@ def make(num_envs=16, seed=0, cfg=None, **algorithm):
 def test_a_non_finite_mini_batch_is_skipped_and_counted():
     alg, env, obs = make()
     rollout(alg, env, obs, 24)
-    alg.storage.advantages[3, 2] = float("nan")  # one sample: one mini-batch per epoch goes bad
+    alg.storage.get()["advantages"][3, 2] = float("nan")  # one sample: one mini-batch per epoch goes bad
     out = alg.update()
     assert out["nonfinite_batches"] == alg.num_learning_epochs
     assert all(torch.isfinite(p).all() for p in alg.actor.parameters())
@@ -47,7 +47,7 @@ def test_a_critic_learning_rate_of_its_own_is_not_scheduled():
 def test_consecutive_non_finite_batches_raise_naming_the_term():
     alg, env, obs = make()
     rollout(alg, env, obs, 24)
-    alg.storage.advantages.fill_(float("nan"))
+    alg.storage.get()["advantages"].fill_(float("nan"))
     with pytest.raises(FloatingPointError, match=r"3 consecutive mini-batches.*\['surrogate'\]"):
         alg.update()
 
@@ -94,7 +94,7 @@ def test_dagger_teacher_from_this_package_checkpoint(tmp_path):
     expected = teacher_alg.actor(obs["policy"], obs["reference"], obs["reference_mask"])
     torch.testing.assert_close(labels, expected)
     rollout(alg, env, obs, 24)
-    assert torch.equal(alg.storage.dagger_actions[0], labels)
+    assert torch.equal(alg.storage.get()["dagger_actions"][0], labels)
     assert "imitation" in alg.update()
 
 
@@ -125,15 +125,15 @@ def test_symmetry_augmentation_doubles_the_batch_consistently():
     sym = Symmetry(mirror_obs=mirror, mirror_actions=lambda a: a.flip(-1), mirror_reference=mirror,
                    use_data_augmentation=True)  # fmt: skip
     g = torch.Generator().manual_seed(0)
-    s = {k: torch.randn(5, 3, generator=g) for k in ("obs", "critic_obs", "actions", "old_mu", "dagger_actions")}
-    s.update({k: torch.randn(5, 1, generator=g) for k in ("advantages", "returns", "target_values", "old_log_prob")})
-    s["old_sigma"] = torch.rand(5, 3, generator=g)
+    s = {k: torch.randn(5, 3, generator=g) for k in ("obs", "critic_obs", "actions", "action_mean", "dagger_actions")}
+    s.update({k: torch.randn(5, 1, generator=g) for k in ("advantages", "returns", "values", "actions_log_prob")})
+    s["action_std"] = torch.rand(5, 3, generator=g)
     s["ref"] = (torch.randn(5, 2, 4, generator=g), torch.tensor([True, False, True, True, False]))
     s["critic_ref"] = None
     out = sym.augment(s)
     assert torch.equal(out["obs"], torch.cat((s["obs"], -s["obs"])))
     assert torch.equal(out["actions"][5:], s["actions"].flip(-1))
-    assert torch.equal(out["old_sigma"][5:], s["old_sigma"].flip(-1))
+    assert torch.equal(out["action_std"][5:], s["action_std"].flip(-1))
     assert torch.equal(out["advantages"], s["advantages"].repeat(2, 1))
     assert torch.equal(out["ref"][0][5:], -s["ref"][0]) and torch.equal(out["ref"][1], s["ref"][1].repeat(2))
 

@@ -40,12 +40,12 @@ def test_style_reward_reaches_the_stored_rewards():
     with torch.inference_mode():
         alg.act(obs)
         prev = obs["amp"].clone()
-        next_obs, rewards, dones, extras = env.step(alg.transition.action_mean)
+        next_obs, rewards, dones, extras = env.step(alg.transition["action_mean"])
         alg.process_env_step(next_obs, rewards, dones, extras)
     nxt = torch.where(dones.unsqueeze(-1), extras["final_observations"]["amp"], next_obs["amp"])
     style = alg.amp.style_reward(prev, nxt)
     assert style.abs().sum() > 0
-    torch.testing.assert_close(alg.storage.rewards[0].squeeze(-1), 0.25 * rewards + 2.0 * style)
+    torch.testing.assert_close(alg.storage.get()["rewards"][0].squeeze(-1), 0.25 * rewards + 2.0 * style)
 
 
 def test_rnd_predictor_weights_change_after_update():
@@ -53,7 +53,7 @@ def test_rnd_predictor_weights_change_after_update():
     predictor = copy.deepcopy(alg.rnd.predictor.state_dict())
     target = copy.deepcopy(alg.rnd.target.state_dict())
     rollout(alg, env, obs, 24)
-    assert alg.storage.rnd_state.abs().sum() > 0
+    assert alg.storage.get()["rnd_state"].abs().sum() > 0
     out = alg.update()
     assert "rnd" in out
     changed = [not torch.equal(v, alg.rnd.predictor.state_dict()[k]) for k, v in predictor.items()]
@@ -89,7 +89,7 @@ def test_imitation_loss_leaves_the_ppo_gradient_intact():
     dagger = {"teacher": teacher, "loss": "mse", "coef": 0.7}
     alg, env, obs = make(dagger_cfg=dagger)
     rollout(alg, env, obs, 24)
-    batch = next(alg.storage.mini_batch_generator(2, 1))
+    batch = next(alg.storage.mini_batches(2, 1))
     params = [*alg.actor.parameters(), *alg.critic.parameters()]
 
     def grads(loss):
@@ -146,7 +146,7 @@ def test_bootstrap_value_uses_the_reference_observations():
     with torch.no_grad():
         expected = alg.critic(final["critic"], final["critic_reference"], final["critic_reference_mask"])
         without_ref = alg.critic(final["critic"])
-    torch.testing.assert_close(alg.storage.bootstrap_values[0], expected)
+    torch.testing.assert_close(alg.storage.get()["bootstrap_values"][0], expected)
     assert not torch.allclose(expected, without_ref)
 
 

@@ -380,19 +380,23 @@ def test_flat_view_writes_through_and_spec_from_an_example_step():
     assert buf.store.stores["float"][3, 1, :3].tolist() == [5.0, 5.0, 5.0]  # row 0 is the carry row
 
 
-def test_storage_adapter_batches_are_the_buffer_batches():
+def test_storage_adapter_batches_are_the_core_batches():
+    """The seed adapter is a view of its core PolicyRollout: the same stores, and each PPOBatch is a core mini-batch
+    under the seed's names (observation groups of the core's obs TensorDict, mu/sigma as action_mean/action_std)."""
     storage = make_storage(T=4, N=3, amp_cfg={"amp_obs_extractor": lambda o: o[:, :2]})
     fill_storage(storage, seed=2)
     storage.compute_returns(torch.randn(3), 0.99, 0.95)
-    assert storage._store is storage.buffer.store
-    assert torch.equal(storage.buffer.get()["mu"], storage.mu)
+    core = storage.core.get()
+    assert storage.buffer is storage.core.buffer
+    assert torch.equal(core["action_mean"], storage.mu) and core["action_mean"].data_ptr() == storage.mu.data_ptr()
+    assert torch.equal(core["obs", "critic"], storage.privileged_observations)
     torch.manual_seed(11)
     seed_batches = list(storage.mini_batch_generator(2, 2))
     torch.manual_seed(11)
-    prev = ["observations", "reference_observations", "reference_observations_mask"]
-    buffer_batches = list(storage.buffer.mini_batches(2, 2, previous_keys=prev))
-    for s, b in zip(seed_batches, buffer_batches, strict=True):
-        assert torch.equal(s.indices, b["indices"]) and torch.equal(s.old_mu, b["mu"])
-        assert torch.equal(s.critic_observations, b["privileged_observations"])
-        assert torch.equal(s.obs_prev_state, b["previous", "observations"][:, :2])
+    core_batches = list(storage.core.mini_batches(2, 2, previous_keys=["obs"]))
+    for s, b in zip(seed_batches, core_batches, strict=True):
+        assert torch.equal(s.indices, b["indices"]) and torch.equal(s.old_mu, b["action_mean"])
+        assert torch.equal(s.critic_observations, b["obs"]["critic"])
+        assert torch.equal(s.reference[0], b["obs"]["reference"])
+        assert torch.equal(s.obs_prev_state, b["previous"]["obs"]["policy"][:, :2])
         assert torch.equal(s.amp_pair_valid, b["previous_valid"])

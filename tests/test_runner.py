@@ -219,4 +219,4 @@ def test_runner_trains_with_the_amp_config(tmp_path, data_dir):
     runner = OnPolicyRunner(cfg, log_dir=tmp_path)
     out = runner.learn(2)
     assert {"loss/amp_loss", "loss/amp_grad_penalty", "amp_style_reward"} <= set(out)
-    assert runner.alg.storage.amp_cfg is not None
+    assert runner.alg.amp is not None and "amp" in runner.alg.storage.get()["obs"].keys()

@@ -4,8 +4,9 @@ Times one PPO iteration's storage work: adding T transitions, computing returns 
 mini-batch pass (epochs x mini-batches). Both storages hold the same fields: policy and reference observations,
 actions, rewards, dones, values, log-probs, mean and std (this project additionally stores the reference mask,
 time-outs and bootstrap values). The mini-batch pass is also compared with a plain ``torch.index_select`` of the same
-bytes, the memory-bandwidth floor. The generic core underneath, ``RolloutBuffer``, is timed on the same fields, filled
-step by step (``add_step``) and in place (``start_rollout()`` views, then ``add()``).
+bytes, the memory-bandwidth floor. ``PolicyRollout`` (what MMPPO stores into: the env's groups under their names, one
+dict per step, dict mini-batches) and the generic core underneath, ``RolloutBuffer``, are timed on the same fields,
+the latter filled step by step (``add_step``) and in place (``start_rollout()`` views, then ``add()``).
 
     python tools/bench_storage.py                 # the seed's shapes (4096 x 24) and a 1024-env case
     python tools/bench_storage.py --repeats 9 --device cuda
@@ -21,7 +22,14 @@ import types
 import torch
 from tensordict import TensorDict
 
-from mimic_rl.storage import FieldSpec, RolloutBuffer, RolloutStorageMM, compute_gae, normalize_advantages
+from mimic_rl.storage import (
+    FieldSpec,
+    PolicyRollout,
+    RolloutBuffer,
+    RolloutStorageMM,
+    compute_gae,
+    normalize_advantages,
+)
 
 OBS, REF, ACT = 48, 26, 19
 
@@ -93,8 +101,43 @@ def run_ours(rollout, num_envs, steps, epochs, mini_batches, device, amp=False):
         pass
     sync(device)
     t3 = time.perf_counter()
-    width = st._batch_columns * 4 + st._store.width("flag")  # bytes per sample the pass gathers
+    store = st.core.buffer.store
+    width = max(store.columns_end(k) for k in st.core.batch_keys) * 4 + store.width("flag")  # bytes gathered per sample
     return (t1 - t0, t2 - t1, t3 - t2), width
+
+
+def run_policy_rollout(rollout, num_envs, steps, epochs, mini_batches, device):
+    """One iteration of ``PolicyRollout``, as MMPPO drives it; returns (add, returns, pass) seconds."""
+    first = rollout[0]
+    groups = {"policy": first["obs"], "reference": first["ref"], "reference_mask": first["ref_mask"]}
+    st = PolicyRollout("rl", num_envs, steps, groups, (ACT,), device=device)
+    last_values = rollout[-1]["values"]
+    sync(device)
+    t0 = time.perf_counter()
+    for s in rollout:
+        step = {
+            "obs": {"policy": s["obs"], "reference": s["ref"], "reference_mask": s["ref_mask"]},
+            "actions": s["actions"],
+            "values": s["values"],
+            "actions_log_prob": s["log_prob"],
+            "action_mean": s["mu"],
+            "action_std": s["sigma"],
+            "rewards": s["rewards"],
+            "dones": s["dones"],
+            "time_outs": s["time_outs"],
+            "bootstrap_values": s["bootstrap"],
+        }
+        st.add_step(step)
+    sync(device)
+    t1 = time.perf_counter()
+    st.compute_returns(last_values, 0.99, 0.95, normalize_advantage=True)
+    sync(device)
+    t2 = time.perf_counter()
+    for _batch in st.mini_batches(mini_batches, epochs):
+        pass
+    sync(device)
+    t3 = time.perf_counter()
+    return (t1 - t0, t2 - t1, t3 - t2)
 
 
 def buffer_spec() -> dict:
@@ -236,8 +279,8 @@ def main() -> None:
     for num_envs in args.envs:
         rollout = make_rollout(num_envs, args.steps, args.device)
         common = (rollout, num_envs, args.steps, args.epochs, args.mini_batches, args.device)
-        ours, theirs, amp, floor, core, core_in_place = [], [], [], [], [], []
-        run_ours(*common), run_rsl_rl(*common), run_buffer(*common)  # warm-up
+        ours, theirs, amp, floor, core, core_in_place, policy = [], [], [], [], [], [], []
+        run_ours(*common), run_rsl_rl(*common), run_buffer(*common), run_policy_rollout(*common)  # warm-up
         for _ in range(args.repeats):  # interleaved so that drift hits all alike
             times, width = run_ours(*common)
             ours.append(times)
@@ -245,12 +288,14 @@ def main() -> None:
             amp.append(run_ours(*common, amp=True)[0])
             core.append(run_buffer(*common))
             core_in_place.append(run_buffer(*common, in_place=True))
+            policy.append(run_policy_rollout(*common))
             floor.append(run_floor(num_envs, args.steps, width, args.epochs, args.mini_batches, args.device))
         o = [median([t[i] for t in ours]) for i in range(3)]
         r = [median([t[i] for t in theirs]) for i in range(3)]
         a = [median([t[i] for t in amp]) for i in range(3)]
         c = [median([t[i] for t in core]) for i in range(3)]
         ci = [median([t[i] for t in core_in_place]) for i in range(3)]
+        p = [median([t[i] for t in policy]) for i in range(3)]
         f = median(floor)
         print(f"\n{num_envs} envs x {args.steps} steps (median of {args.repeats}, ms)")
         print(f"{'':28s}{'add':>9s}{'returns':>9s}{'pass':>9s}{'total':>9s}")
@@ -258,6 +303,7 @@ def main() -> None:
             ("mimic_rl RolloutStorageMM", o),
             ("rsl_rl RolloutStorage+PPO", r),
             ("mimic_rl with AMP pairs", a),
+            ("PolicyRollout (MMPPO's)", p),
             ("RolloutBuffer add_step", c),
             ("RolloutBuffer in place", ci),
         ):
@@ -265,6 +311,7 @@ def main() -> None:
         print(f"{'index_select floor (pass)':28s}{'':27s}{1e3 * f:9.2f}")
         print(f"ratio total mimic_rl / rsl_rl: {sum(o) / sum(r):.3f}  (target <= 0.8)")
         print(f"ratio pass  floor / mimic_rl:  {f / o[2]:.3f}  (target >= 0.5; {width} bytes per sample)")
+        print(f"ratio total PolicyRollout / rsl_rl: {sum(p) / sum(r):.3f}")
 
 
 if __name__ == "__main__":

@@ -20,11 +20,11 @@ from mimic_rl.algorithms.extensions import Extension, SideLoss, flat_rows
 from mimic_rl.algorithms.ppo_losses import masked_mean
 from mimic_rl.models.mlp import MLP
 from mimic_rl.models.normalization import EmpiricalNormalizer
+from mimic_rl.storage.amp_pairs import AmpPairExtractor, AmpPairs
 from mimic_rl.utils import resolve_callable
 
 if TYPE_CHECKING:
     from mimic_rl.algorithms.ppo import MMPPO
-    from mimic_rl.storage import PPOBatch
 
 __all__ = ["AMP", "AmpExtension", "Discriminator"]
 
@@ -95,9 +95,7 @@ class AMP:
         self.style_weight = float(style_weight)
         self.style_reward_scale = float(style_reward_scale)
         self.expert_sampler = resolve_callable(expert_sampler, "amp_cfg['expert_sampler']") if expert_sampler else None
-        # The storage resolves these (once) for its pairs; kept here for the collection-time features.
-        self.obs_extractor = resolve_callable(amp_obs_extractor, "amp_obs_extractor") if amp_obs_extractor else None
-        self.ref_extractor = amp_ref_obs_extractor
+        del amp_obs_extractor, amp_ref_obs_extractor  # resolved once, by the pairs' AmpPairExtractor
         out = self.discriminator.net.last
         trunk = [
             p
@@ -234,11 +232,12 @@ class AmpExtension(Extension):
     the feature normalizer after the update, the replay buffer in the runtime state."""
 
     name = "amp"
+    previous_keys = ("obs",)
 
-    def __init__(self, amp: AMP, features: Callable[[Any], torch.Tensor]) -> None:
+    def __init__(self, amp: AMP, pairs: AmpPairExtractor) -> None:
         self.amp = amp
-        self.features = features
-        """``amp_obs_extractor`` bound once: the policy's AMP features from stored observations."""
+        self.pairs = pairs
+        """The extractors (resolved once): the robot's features of stored observations, and the mini-batch pairs."""
         self._prev: torch.Tensor | None = None
         self._expert_states: list[tuple[torch.Tensor, torch.Tensor | None]] = []
 
@@ -246,18 +245,13 @@ class AmpExtension(Extension):
         """The discriminator."""
         return [self.amp.discriminator]
 
-    def check(self, alg: MMPPO) -> None:
-        """The storage must make AMP pairs."""
-        if alg.storage.amp_cfg is None:
-            raise ValueError("amp_cfg is set but the storage has none: build it with the same amp_cfg")
-
     def on_act(self, alg: MMPPO, obs: TensorDictBase) -> None:
         """The features of the state the policy acted in (the first half of this step's pair)."""
-        self._prev = self.features(alg.transition.observations)
+        self._prev = self.pairs.features(alg.transition["obs"])
 
     def on_step(self, alg: MMPPO, next_obs: TensorDictBase, rewards: torch.Tensor) -> torch.Tensor:
         """Mix the style reward of the step's pair into the task reward."""
-        style = self.amp.style_reward(self._prev, self.features(alg.stored_observations(next_obs)))
+        style = self.amp.style_reward(self._prev, self.pairs.features(alg.stored_observations(next_obs)))
         alg.log_step("amp_style_reward", style.mean())
         alg.log_step("task_reward", rewards.mean())
         return self.amp.mix(rewards, style)
@@ -270,7 +264,7 @@ class AmpExtension(Extension):
             return
         done = 0
         while done < amp.pretrain_steps:
-            for batch in alg.storage.mini_batch_generator(alg.num_mini_batches, 1):
+            for batch in alg.rollout.mini_batches(alg.num_mini_batches, 1, previous_keys=self.previous_keys):
                 terms = self._terms(alg, batch)
                 amp.optimizer.zero_grad(set_to_none=True)
                 terms["amp_total"].backward()
@@ -281,7 +275,7 @@ class AmpExtension(Extension):
                 if done >= amp.pretrain_steps:
                     break
 
-    def side_loss(self, alg: MMPPO, batch: PPOBatch, step: int) -> SideLoss | None:
+    def side_loss(self, alg: MMPPO, batch: dict[str, Any], step: int) -> SideLoss | None:
         """The discriminator loss on every ``update_interval``-th mini-batch."""
         amp = self.amp
         if step % amp.update_interval != 0:
@@ -297,15 +291,22 @@ class AmpExtension(Extension):
         params = list(amp.discriminator.parameters())
         return SideLoss(terms, terms["amp_total"], amp.optimizer, params, checked=True, after_step=after_step)
 
-    def _terms(self, alg: MMPPO, batch: PPOBatch) -> dict[str, Any]:
+    def batch_pairs(self, alg: MMPPO, batch: dict[str, Any]) -> AmpPairs:
+        """The pairs of a mini-batch; the expert's are the reference groups the actor reads (``obs_groups``), if
+        any."""
+        groups = alg.obs_groups
+        reference = (groups.actor_reference, groups.actor_reference_mask) if groups is not None else None
+        return self.pairs.pairs(batch["obs"], batch["previous"]["obs"], batch["previous_valid"], reference)
+
+    def _terms(self, alg: MMPPO, batch: dict[str, Any]) -> dict[str, Any]:
         """Discriminator losses on the batch's policy pairs and its expert pairs (reference pairs or the sampler)."""
-        amp, masks = self.amp, batch.masks
-        p_prev, p_cur = flat_rows(batch.obs_prev_state, masks), flat_rows(batch.obs_cur_state, masks)
-        p_valid = flat_rows(batch.amp_pair_valid, masks)
+        amp, masks, pairs = self.amp, batch.get("masks"), self.batch_pairs(alg, batch)
+        p_prev, p_cur = flat_rows(pairs.policy_prev, masks), flat_rows(pairs.policy_cur, masks)
+        p_valid = flat_rows(pairs.valid, masks)
         e_prev = e_cur = e_valid = None
-        if batch.ref_obs_prev_state is not None:
-            e_prev, e_cur = flat_rows(batch.ref_obs_prev_state, masks), flat_rows(batch.ref_obs_cur_state, masks)
-            e_valid = flat_rows(batch.ref_obs_prev_mask & batch.ref_obs_cur_mask, masks)
+        if pairs.expert_prev is not None:
+            e_prev, e_cur = flat_rows(pairs.expert_prev, masks), flat_rows(pairs.expert_cur, masks)
+            e_valid = flat_rows(pairs.expert_prev_mask & pairs.expert_cur_mask, masks)
         if amp.batch_size is not None and p_prev.shape[0] > amp.batch_size:  # subsample the discriminator batch
             keep = torch.randperm(p_prev.shape[0], device=p_prev.device)[: amp.batch_size]
             p_prev, p_cur, p_valid = p_prev[keep], p_cur[keep], p_valid[keep]
@@ -328,7 +329,7 @@ class AmpExtension(Extension):
     @torch.no_grad()
     def after_update(self, alg: MMPPO) -> None:
         """Policy features of the whole rollout and the expert states the update saw, into the feature normalizer."""
-        self.amp.update_normalization(self.features(alg.storage.observations.flatten(0, 1)))
+        self.amp.update_normalization(self.pairs.features(alg.rollout.get()["obs"].reshape(-1)))
         if self._expert_states:
             states = torch.cat([e[0] for e in self._expert_states])
             valid = [e[1] for e in self._expert_states]

@@ -11,7 +11,7 @@ from mimic_rl.algorithms.ppo import MMPPO
 from mimic_rl.algorithms.registry import register, register_builder, resolve
 from mimic_rl.models.actor_critic import Actor, Critic, ReferenceModel
 from mimic_rl.models.obs_groups import ObsGroups
-from mimic_rl.storage import RolloutStorageMM
+from mimic_rl.storage import PolicyRollout
 from mimic_rl.storage.amp_pairs import AmpPairExtractor
 from mimic_rl.utils import check_kwargs
 
@@ -84,7 +84,8 @@ def check_section_kwargs(
 
 
 def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str | torch.device):
-    """Actor and critic sized from ``obs``, a ``RolloutStorageMM`` with the needed buffers, and MMPPO.
+    """Actor and critic sized from ``obs``, a ``PolicyRollout`` of the env's groups (and the fields the extensions
+    need), and MMPPO.
 
     ``cfg`` keys: ``algorithm`` (MMPPO arguments), ``actor`` / ``critic`` (model arguments), ``num_steps_per_env``,
     optional ``multi_gpu``, ``obs_groups`` (which groups each model reads, see ``ObsGroups``; defaults from the
@@ -105,7 +106,6 @@ def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str 
     critic = critic_cls(critic_dim, layout["critic_reference_or_actor"], **critic_cfg)
 
     amp_cfg = alg_cfg.get("amp_cfg")
-    storage_amp = None
     stored = {g: obs[g] for g in groups.stored()}  # example tensors: shapes and dtypes of the env's groups
     if amp_cfg:
         amp_cfg = dict(amp_cfg)
@@ -113,12 +113,10 @@ def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str 
             stored["amp"] = obs["amp"]
         if layout["reference"] is None and not amp_cfg.get("expert_sampler") and hasattr(env, "amp_expert_sampler"):
             amp_cfg["expert_sampler"] = env.amp_expert_sampler  # no reference stream: expert pairs from the env
-        storage_amp = {k: amp_cfg[k] for k in ("amp_obs_extractor", "amp_ref_obs_extractor") if k in amp_cfg}
-        storage_amp["_env"] = env
-        storage_amp["reference_groups"] = (groups.actor_reference, groups.actor_reference_mask)
+        amp_cfg["_env"] = env  # for extractors that take an env keyword (the GBC seed's convention)
         if "num_features" not in amp_cfg:
-            extractor = AmpPairExtractor(storage_amp).obs_fn
-            amp_cfg["num_features"] = int(extractor(obs.select(*stored.keys())).shape[-1])
+            features = AmpPairExtractor(amp_cfg).features(obs.select(*stored.keys()))
+            amp_cfg["num_features"] = int(features.shape[-1])
         alg_cfg["amp_cfg"] = amp_cfg
     rnd_cfg = alg_cfg.get("rnd_cfg")
     rnd_shape = None
@@ -127,18 +125,14 @@ def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str 
         rnd_cfg = dict(rnd_cfg)
         rnd_cfg.setdefault("num_states", rnd_shape[-1])
         alg_cfg["rnd_cfg"] = rnd_cfg
-    storage = RolloutStorageMM(
+    storage = PolicyRollout(
         "rl",
         int(env.num_envs),
         int(cfg.get("num_steps_per_env", 24)),
-        stored,  # one TensorDict of the env's groups, under their names; the models pick theirs with obs_groups
-        (None,),
-        (None,),
-        (None,),
+        stored,  # the env's groups under their names; the models pick theirs with obs_groups
         (num_actions,),
-        apply_dagger_actions=alg_cfg.get("dagger_cfg") is not None,
+        dagger_actions=alg_cfg.get("dagger_cfg") is not None,
         rnd_state_shape=rnd_shape,
-        amp_cfg=storage_amp,
         device=device,
     )
     extensions = cfg.get("extensions")

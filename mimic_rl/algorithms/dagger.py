@@ -72,14 +72,14 @@ class DaggerExtension(Extension):
 
     def check(self, alg: MMPPO) -> None:
         """The storage must keep the labels."""
-        if alg.storage.dagger_actions is None:
+        if "dagger_actions" not in alg.rollout.fields:
             raise ValueError(
-                "dagger_cfg is set but the storage has no dagger_actions: build it apply_dagger_actions=True"
+                "dagger_cfg is set but the storage has no dagger_actions: build it with dagger_actions=True"
             )
 
     def on_act(self, alg: MMPPO, obs: TensorDictBase) -> None:
         """Label the state the policy acted in."""
-        alg.transition.dagger_actions = self.dagger.label(obs)
+        alg.transition["dagger_actions"] = self.dagger.label(obs)
 
     def policy_terms(self, alg: MMPPO, streams: dict[str, Any], out: PolicyOutput) -> dict[str, torch.Tensor]:
         """``imitation``: the mean imitation loss of the actor's output against the labels."""

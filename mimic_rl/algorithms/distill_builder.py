@@ -16,7 +16,7 @@ from mimic_rl.errors import CheckpointError, ConfigError
 from mimic_rl.models.actor_critic import Actor, ReferenceModel
 from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.models.teacher import load_teacher, teacher_from_config
-from mimic_rl.storage import RolloutStorageMM
+from mimic_rl.storage import PolicyRollout
 from mimic_rl.utils import check_kwargs
 
 __all__ = ["TEACHER_KEYS", "build_distillation", "check_distillation_kwargs"]
@@ -66,7 +66,8 @@ def _teacher(spec: Any, device: str | torch.device) -> tuple[nn.Module, bool]:
 
 
 def build_distillation(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str | torch.device):
-    """Student sized from ``obs``, the teacher, a distillation ``RolloutStorageMM`` and ``Distillation``.
+    """Student sized from ``obs``, the teacher, a distillation ``PolicyRollout`` of the groups the student reads, and
+    ``Distillation``.
 
     ``cfg`` keys: ``algorithm`` (Distillation arguments), ``student`` (Actor arguments and ``use_reference``),
     ``teacher`` (a module, or ``{checkpoint, obs_groups, activation}``), ``num_steps_per_env``, optional
@@ -109,14 +110,12 @@ def build_distillation(obs: TensorDictBase, env: Any, cfg: dict[str, Any], devic
         )
     if hasattr(teacher, "reset"):
         teacher.reset()
-    storage = RolloutStorageMM(
+    stored = [g for g in (*groups.actor, groups.actor_reference, groups.actor_reference_mask) if g is not None]
+    storage = PolicyRollout(
         "distillation",
         int(env.num_envs),
         int(cfg.get("num_steps_per_env", 24)),
-        obs_shape,
-        ref_shape or (None,),
-        (None,),
-        (None,),
+        {g: obs[g] for g in dict.fromkeys(stored)},  # the student's groups, under the env's names
         (num_actions,),
         device=device,
     )

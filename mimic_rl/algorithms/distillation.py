@@ -11,6 +11,10 @@ of the per-step behaviour losses, and one optimizer step follows each chunk. A f
 chunk in one batch; a recurrent student steps through it from the hidden state it had when the rollout began
 (truncated backpropagation through time: the state is detached between chunks and zeroed where an episode ended).
 Unlike rsl_rl, a last partial chunk is also used.
+
+The rollout (a ``PolicyRollout``) keeps the groups the student reads under the env's names (``obs``), the executed
+``actions`` and the teacher's ``privileged_actions``; ``obs_groups`` picks the student's inputs from a chunk of it as
+from the env's TensorDict.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from mimic_rl.models.actor_critic import Actor
 from mimic_rl.models.normalization import nonfinite_rows
 from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.models.recurrent import HiddenState, zero_done
-from mimic_rl.storage import RolloutStorageMM
+from mimic_rl.storage import PolicyRollout, RolloutStorageMM
 
 __all__ = ["PRIVILEGED_GROUPS", "Distillation"]
 
@@ -72,7 +76,7 @@ class Distillation:
         self,
         student: Actor,
         teacher: nn.Module,
-        storage: RolloutStorageMM,
+        storage: PolicyRollout | RolloutStorageMM,
         num_learning_epochs: int = 1,
         gradient_length: int = 15,
         learning_rate: float = 1e-3,
@@ -104,13 +108,20 @@ class Distillation:
         elif student_obs_group in PRIVILEGED_GROUPS:
             _check_deployable(ObsGroups((student_obs_group,)))
         if storage.training_type != "distillation":
-            raise ValueError("Distillation needs RolloutStorageMM(training_type='distillation')")
+            raise ValueError(
+                "Distillation needs a PolicyRollout (or RolloutStorageMM) with training_type='distillation'"
+            )
         self.device = torch.device(device)
         self.multi_gpu, self.is_multi_gpu, self.gpu_global_rank, self.gpu_world_size = placement(multi_gpu_cfg)
         self.student = student.to(self.device)
         self.teacher = teacher.to(self.device).eval().requires_grad_(False)
         self.storage = storage
-        self.transition = RolloutStorageMM.Transition()
+        """The storage given (rsl_rl's attribute): a ``PolicyRollout``, or a seed ``RolloutStorageMM``."""
+        self.rollout: PolicyRollout = storage.core if isinstance(storage, RolloutStorageMM) else storage
+        """The ``PolicyRollout`` the student learns from (the seed storage's ``core``)."""
+        self.transition: dict[str, Any] = {}
+        """The step being collected, under the rollout's field names."""
+        self._obs_keys = list(self.rollout.get()["obs"].keys())
         self.num_learning_epochs = int(num_learning_epochs)
         self.gradient_length = int(gradient_length)
         self.learning_rate = float(learning_rate)
@@ -137,6 +148,7 @@ class Distillation:
 
     # ------------------------------------------------------------------ collection
     def _student_inputs(self, obs: TensorDictBase) -> tuple[torch.Tensor, Any, Any]:
+        """``(obs, reference, mask)`` of the student from the env's observations or stored ones (any batch shape)."""
         if self.obs_groups is None:
             groups = ObsGroups.resolve(None, obs)
             if self.student_obs_group is not None:
@@ -150,7 +162,7 @@ class Distillation:
     def act(self, obs: TensorDictBase) -> torch.Tensor:
         """The executed actions: the teacher's with probability ``beta`` per env, else the student's."""
         s_obs, ref, mask = self._student_inputs(obs)
-        if self.storage.step == 0:  # the recurrent state the update replays this rollout from
+        if self.rollout.step == 0:  # the recurrent state the update replays this rollout from
             self._rollout_hidden = _detach(self.student.get_hidden_state())
         mean = self.student(s_obs, ref, mask)
         actions = mean
@@ -164,24 +176,19 @@ class Distillation:
             self._log("teacher_action_fraction", use_teacher.float().mean())
         self._log("action_error", (mean - teacher_actions).square().mean())
         t = self.transition
-        t.observations = s_obs
-        if ref is not None:
-            t.reference_observations = ref
-            t.reference_observations_mask = mask  # None: every env has a reference
-        t.actions = actions.detach()
-        t.privileged_actions = teacher_actions
-        return t.actions
+        t["obs"] = obs.select(*self._obs_keys)
+        t["actions"] = actions.detach()
+        t["privileged_actions"] = teacher_actions
+        return t["actions"]
 
     def process_env_step(
         self, obs: TensorDictBase, rewards: torch.Tensor, dones: torch.Tensor, extras: dict[str, Any]
     ) -> None:
         """Store the step and reset the recurrent states of envs whose episode ended."""
         t = self.transition
-        t.rewards = rewards
-        t.dones = dones
-        t.time_outs = extras.get("time_outs")
-        self.storage.add_transitions(t)
-        t.clear()
+        t["rewards"], t["dones"], t["time_outs"] = rewards, dones, extras.get("time_outs")
+        self.rollout.add_step(t)
+        self.transition = {}
         self.student.reset(dones)
         if hasattr(self.teacher, "reset"):
             self.teacher.reset(dones)
@@ -201,17 +208,17 @@ class Distillation:
     # ------------------------------------------------------------------ update
     def _chunk_loss(self, start: int, stop: int, hidden: HiddenState) -> tuple[torch.Tensor, HiddenState]:
         """Sum over steps ``start:stop`` of the per-step behaviour loss, and the recurrent state after them."""
-        st = self.storage
-        obs = st.observations[start:stop]
-        ref = None if st.reference_observations is None else st.reference_observations[start:stop]
-        mask = None if ref is None else st.reference_observations_mask[start:stop]
-        target = st.privileged_actions[start:stop]
+        chunk = self.rollout.get()[start:stop]
+        obs, ref, mask = self._student_inputs(chunk["obs"])
+        if ref is not None and mask is None:
+            mask = torch.ones(ref.shape[:2], dtype=torch.bool, device=ref.device)
+        target = chunk["privileged_actions"]
         if not self.student.is_recurrent:
             pred = self.student(obs, ref, mask)  # [L, N, A] in one batch
             per_step = self.loss_fn(pred, target, reduction="none").flatten(1).mean(-1)
             return per_step.sum(), hidden
         loss = torch.zeros((), device=self.device)
-        dones = st.dones[start:stop]
+        dones = chunk["dones"]
         for i in range(stop - start):
             out, hidden = self.student.step(
                 obs[i], None if ref is None else ref[i], None if ref is None else mask[i], hidden
@@ -222,7 +229,7 @@ class Distillation:
 
     def update(self) -> dict[str, float]:
         """``num_learning_epochs`` passes over the rollout, one optimizer step per ``gradient_length`` steps."""
-        steps = self.storage.step
+        steps = self.rollout.step
         total, counted = torch.zeros((), device=self.device), 0
         autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_mixed_precision)
         for _ in range(self.num_learning_epochs):
@@ -247,16 +254,13 @@ class Distillation:
                 self.optimizer.step()
                 total += loss.detach() / (stop - start)
                 counted += 1
-        st = self.storage
-        ref = st.reference_observations
-        self.student.update_normalization(
-            st.observations[:steps].flatten(0, 1),
-            None if ref is None else ref[:steps].flatten(0, 1),
-            None if ref is None else st.reference_observations_mask[:steps].flatten(0, 1),
-        )
+        obs, ref, mask = self._student_inputs(self.rollout.get()[:steps]["obs"].reshape(-1))
+        if ref is not None and mask is None:
+            mask = torch.ones(ref.shape[:1], dtype=torch.bool, device=ref.device)
+        self.student.update_normalization(obs, ref, mask)
         self.student.head.check()
         self.iteration += 1
-        st.clear()
+        self.rollout.clear()
         return {
             "behavior": float(total / max(1, counted)),
             "nonfinite_batches": float(self.nonfinite_batches),

@@ -4,10 +4,14 @@ MMPPO knows PPO only. Each add-on is an ``Extension`` that it calls at fixed poi
 ``MMPPO.extensions``:
 
 - collection: ``on_act`` (after the policy acted: labels, features of the current state) and ``on_step`` (the step's
-  outcome before it is stored: reward terms, extra stored data);
+  outcome before it is stored: reward terms, extra stored data); both may add fields to ``alg.transition``, the step
+  being collected (a dict under the storage's field names, e.g. ``dagger_actions``, ``rnd_state``);
 - update: ``before_update`` (once, before the first mini-batch), ``transform_batch`` (the mini-batch's streams
   before the forward pass), ``policy_terms`` / ``policy_loss`` (terms on the actor's output, added to the PPO loss),
-  ``side_loss`` (a loss with its own optimizer), ``after_update`` (once, after the last mini-batch: normalizers);
+  ``side_loss`` (a loss with its own optimizer, on the mini-batch itself: a dict of the storage's fields plus
+  ``indices``, ``hidden_states``, ``masks``/``loss_mask`` for sequences and, for the fields named in
+  ``previous_keys``, ``previous`` and ``previous_valid``), ``after_update`` (once, after the last mini-batch:
+  normalizers);
 - checkpoints: ``state_dict`` / ``load_state_dict`` (saved with the model) and ``runtime_state_dict`` /
   ``load_runtime_state_dict`` (only what an exact resume needs).
 """
@@ -24,7 +28,6 @@ from torch import nn
 
 if TYPE_CHECKING:
     from mimic_rl.algorithms.ppo import MMPPO
-    from mimic_rl.storage import PPOBatch
 
 __all__ = ["Extension", "PolicyOutput", "SideLoss", "flat_rows"]
 
@@ -61,6 +64,8 @@ class Extension:
 
     name: str = ""
     """Its key in ``load_cfg`` and in logs."""
+    previous_keys: tuple[str, ...] = ()
+    """Storage fields this extension reads at step t - 1 of the same env in every mini-batch (AMP: ``("obs",)``)."""
 
     def modules(self) -> list[nn.Module]:
         """Learnable modules: train/eval mode, broadcast across ranks, non-finite row counts."""
@@ -70,7 +75,7 @@ class Extension:
         """Raise ``ValueError`` if ``alg`` (its models, its storage) cannot host this extension."""
 
     def on_act(self, alg: MMPPO, obs: TensorDictBase) -> None:
-        """After the policy acted on ``obs``; may fill fields of ``alg.transition``."""
+        """After the policy acted on ``obs``; may add fields to ``alg.transition``."""
 
     def on_step(self, alg: MMPPO, next_obs: TensorDictBase, rewards: torch.Tensor) -> torch.Tensor:
         """The step's outcome (``next_obs``: the real next state, before any reset); returns the rewards to store."""
@@ -91,7 +96,7 @@ class Extension:
         """This extension's weighted share of the PPO loss (None: nothing)."""
         return None
 
-    def side_loss(self, alg: MMPPO, batch: PPOBatch, step: int) -> SideLoss | None:
+    def side_loss(self, alg: MMPPO, batch: dict[str, Any], step: int) -> SideLoss | None:
         """A loss with its own optimizer on mini-batch number ``step`` of the update (None: none this step)."""
         return None
 

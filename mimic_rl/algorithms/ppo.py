@@ -7,9 +7,11 @@ once per iteration with raw observations, and time-outs bootstrap from the criti
 next state.
 
 Observations are the env's TensorDict of named groups; ``obs_groups`` (``ObsGroups``) says which groups the actor
-and the critic read. A storage built by ``construct_algorithm`` keeps those groups under the env's names, so the same
-mapping picks the models' inputs at collection, in every mini-batch and for the normalizers. MMPPO itself is PPO:
-AMP, RND, DAgger guidance and symmetry are ``Extension`` objects whose hooks it calls (``extensions.py``).
+and the critic read. The storage (a ``PolicyRollout``) keeps those groups under the env's names in its ``obs``
+TensorDict, so the same mapping picks the models' inputs at collection, in every mini-batch and for the normalizers,
+and every other field keeps one name from collection to loss (``actions``, ``values``, ``actions_log_prob``,
+``action_mean``, ``action_std``, ``returns``, ``advantages``). MMPPO itself is PPO: AMP, RND, DAgger guidance and
+symmetry are ``Extension`` objects whose hooks it calls (``extensions.py``).
 """
 
 from __future__ import annotations
@@ -36,10 +38,23 @@ from mimic_rl.models.actor_critic import Actor, Critic
 from mimic_rl.models.distributions import gaussian_entropy, gaussian_kl, gaussian_log_prob
 from mimic_rl.models.normalization import nonfinite_rows
 from mimic_rl.models.obs_groups import ObsGroups
-from mimic_rl.storage import PPOBatch, RolloutStorageMM
-from mimic_rl.storage.amp_pairs import AmpPairExtractor
+from mimic_rl.storage import PolicyRollout, RolloutStorageMM
+from mimic_rl.storage.amp_pairs import PAIR_ONLY_KEYS, AmpPairExtractor
 
 __all__ = ["MMPPO"]
+
+STREAM_FIELDS = (
+    "actions",
+    "advantages",
+    "returns",
+    "values",
+    "actions_log_prob",
+    "action_mean",
+    "action_std",
+    "dagger_actions",
+)
+"""The stored fields a mini-batch's streams carry under their own names (``Extension.transform_batch`` sees them
+next to the model inputs ``obs``, ``ref``, ``critic_obs`` and ``critic_ref``)."""
 
 SCHEDULES = ("adaptive", "adaptive_update", "fixed")
 """``adaptive``: rsl_rl's rule after every mini-batch (the KL so far against the rollout's policy); ``adaptive_update``:
@@ -56,7 +71,7 @@ class MMPPO(AlgorithmState):
         self,
         actor: Actor,
         critic: Critic,
-        storage: RolloutStorageMM,
+        storage: PolicyRollout | RolloutStorageMM,
         num_learning_epochs: int = 5,
         num_mini_batches: int = 4,
         clip_param: float = 0.2,
@@ -96,9 +111,16 @@ class MMPPO(AlgorithmState):
         self.actor = actor.to(self.device)
         self.critic = critic.to(self.device)
         self.storage = storage
+        """The storage given (rsl_rl's attribute): a ``PolicyRollout``, or a seed ``RolloutStorageMM``."""
+        self.rollout: PolicyRollout = storage.core if isinstance(storage, RolloutStorageMM) else storage
+        """The ``PolicyRollout`` MMPPO stores into and reads mini-batches from (the seed storage's ``core``)."""
+        if self.rollout.training_type != "rl":
+            raise ValueError("MMPPO needs a PolicyRollout (or RolloutStorageMM) with training_type='rl'")
         self.obs_groups = obs_groups
         """Which observation groups the actor and critic read (resolved from the first observations when None)."""
-        self.transition = RolloutStorageMM.Transition()
+        self.transition: dict[str, Any] = {}
+        """The step being collected, under the storage's field names (``act`` and the extensions fill it)."""
+        self._hidden: Any = None
         self.learning_rate = float(learning_rate)
         self.critic_learning_rate = None if critic_learning_rate is None else float(critic_learning_rate)
         groups = [
@@ -135,15 +157,10 @@ class MMPPO(AlgorithmState):
         self.extensions += list(extensions or ())
         for ext in self.extensions:
             ext.check(self)
-        self._obs_keys = list(storage.observations.keys()) if isinstance(storage.observations, TensorDictBase) else None
-        self._env_named = (
-            self._obs_keys is not None
-            and self.obs_groups is not None
-            and set(self.obs_groups.stored()) <= set(self._obs_keys)
-            and storage.reference_observations is None
-            and storage.privileged_observations is None
-        )
-        """Whether the storage keeps the env's groups under their own names (see ``_stored_inputs``)."""
+        self._obs_keys = list(self.rollout.get()["obs"].keys())
+        """The observation groups the storage keeps (under the env's names)."""
+        self._previous_keys = tuple(dict.fromkeys(k for ext in self.extensions for k in ext.previous_keys))
+        """Fields the extensions read at step t - 1 of the same env in every mini-batch (AMP's pairs)."""
         self._logs = StepMeans()
         if self.is_multi_gpu:
             self.broadcast_parameters()
@@ -157,7 +174,9 @@ class MMPPO(AlgorithmState):
         if amp_cfg:
             if "num_features" not in amp_cfg:
                 raise ValueError("amp_cfg needs 'num_features' (construct_algorithm infers it from the extractor)")
-            amp = AmpExtension(AMP(device=self.device, **amp_cfg), AmpPairExtractor(amp_cfg).obs_fn)
+            discriminator_cfg = {k: v for k, v in amp_cfg.items() if k not in PAIR_ONLY_KEYS}
+            pairs = AmpPairExtractor(amp_cfg, self.rollout.obs_view)
+            amp = AmpExtension(AMP(device=self.device, **discriminator_cfg), pairs)
         built = [
             None if dagger is None else DaggerExtension(dagger),
             None if symmetry is None else SymmetryExtension(symmetry),
@@ -194,9 +213,15 @@ class MMPPO(AlgorithmState):
         return None if ext is None else ext.symmetry  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ observation groups
-    def stored_observations(self, obs: TensorDictBase) -> Any:
-        """The part of ``obs`` the storage keeps as ``observations`` (the actor's groups)."""
-        return obs.select(*self._obs_keys) if self._obs_keys is not None else self._groups(obs).actor_obs(obs)
+    def stored_observations(self, obs: TensorDictBase) -> TensorDictBase:
+        """The groups of ``obs`` the storage keeps (what the actor and the critic read, and AMP's ``amp`` group)."""
+        try:
+            return obs.select(*self._obs_keys)
+        except KeyError:
+            raise KeyError(
+                f"MMPPO: the storage keeps the observation groups {self._obs_keys}, the env's observations have "
+                f"{list(obs.keys())}; build the storage from this env's observations (construct_algorithm)"
+            ) from None
 
     def _groups(self, obs: TensorDictBase) -> ObsGroups:
         if self.obs_groups is None:
@@ -206,22 +231,17 @@ class MMPPO(AlgorithmState):
     # ------------------------------------------------------------------ collection
     @torch.no_grad()
     def act(self, obs: TensorDictBase) -> torch.Tensor:
-        """Sample actions for ``obs`` and record everything the transition needs from before ``env.step``."""
+        """Sample actions for ``obs`` and record everything the step needs from before ``env.step``."""
         tr = self.transition
         if self.actor.is_recurrent or self.critic.is_recurrent:
-            tr.hidden_states = (self.actor.get_hidden_state(), self.critic.get_hidden_state())
+            self._hidden = (self.actor.get_hidden_state(), self.critic.get_hidden_state())
         groups = self._groups(obs)
-        actor_obs, ref, ref_mask = groups.actor_inputs(obs)
-        mean, std = self.actor.distribution(actor_obs, ref, ref_mask)
+        mean, std = self.actor.distribution(*groups.actor_inputs(obs))
         actions = mean + std * torch.randn_like(mean)
-        critic_obs, critic_ref, critic_mask = groups.critic_inputs(obs)
-        tr.values = self.critic(critic_obs, critic_ref, critic_mask)
-        tr.actions, tr.action_mean, tr.action_sigma = actions, mean, std
-        tr.actions_log_prob = gaussian_log_prob(actions, mean, std)
-        tr.observations = self.stored_observations(obs)
-        tr.reference_observations, tr.reference_observations_mask = ref, ref_mask
-        tr.critic_observations = critic_obs
-        tr.critic_reference_observations, tr.critic_reference_observations_mask = critic_ref, critic_mask
+        tr["values"] = self.critic(*groups.critic_inputs(obs))
+        tr["actions"], tr["action_mean"], tr["action_std"] = actions, mean, std
+        tr["actions_log_prob"] = gaussian_log_prob(actions, mean, std)
+        tr["obs"] = self.stored_observations(obs)
         for ext in self.extensions:
             ext.on_act(self, obs)
         return actions
@@ -241,12 +261,12 @@ class MMPPO(AlgorithmState):
             rewards = ext.on_step(self, next_obs, rewards)
         time_outs = extras.get("time_outs")
         if time_outs is not None:
-            tr.time_outs = time_outs.reshape(-1).to(torch.bool)
-            if final is not None:
-                tr.bootstrap_values = self.critic.peek(*self._groups(final).critic_inputs(final))
-        tr.rewards, tr.dones = rewards, dones
-        self.storage.add_transitions(tr)
-        tr.clear()
+            tr["time_outs"] = time_outs.reshape(-1).to(torch.bool)
+            if final is not None:  # else the storage falls back to V(s_t), with a warning
+                tr["bootstrap_values"] = self.critic.peek(*self._groups(final).critic_inputs(final))
+        tr["rewards"], tr["dones"] = rewards, dones
+        self.rollout.add_step(tr, self._hidden)
+        self.transition, self._hidden = {}, None
         self.actor.reset(dones)
         self.critic.reset(dones)
 
@@ -254,11 +274,11 @@ class MMPPO(AlgorithmState):
     def compute_returns(self, obs: TensorDictBase) -> None:
         """Returns and advantages for the stored rollout; ``obs`` is the observation after its last step."""
         last_values = self.critic.peek(*self._groups(obs).critic_inputs(obs))
-        self.storage.compute_returns(
+        self.rollout.compute_returns(
             last_values, self.gamma, self.lam, normalize_advantage=False, method=self.returns_method
         )
         if not self.normalize_advantage_per_mini_batch:
-            adv = self.storage.advantages
+            adv = self.rollout.get()["advantages"]
             stats = torch.stack([adv.sum(), adv.square().sum(), torch.tensor(float(adv.numel()), device=adv.device)])
             if self.is_multi_gpu:  # normalize with the statistics of all ranks' data
                 torch.distributed.all_reduce(stats)
@@ -313,37 +333,32 @@ class MMPPO(AlgorithmState):
         self._update_normalizers()
         self.actor.head.check()
         self.iteration += 1
-        self.storage.clear()
+        self.rollout.clear()
         return self._update_logs(sums, counted, lr_sum)
 
-    def _mini_batches(self, epochs: int | None = None) -> Iterator[PPOBatch]:
-        epochs = self.num_learning_epochs if epochs is None else epochs
-        if self.actor.is_recurrent or self.critic.is_recurrent:
-            return self.storage.recurrent_mini_batch_generator(
-                self.num_mini_batches, epochs, self.sequence_mode, self.max_seq_len
-            )
-        return self.storage.mini_batch_generator(self.num_mini_batches, epochs)
-
-    def _policy_terms(self, batch: PPOBatch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """PPO terms of one mini-batch, and the extensions' terms on the actor's output; returns (terms, KL)."""
-        (obs, ref, ref_mask), (critic_obs, critic_ref, critic_mask) = self._stored_inputs(
-            batch.observations, batch.reference, batch.critic_observations, batch.critic_reference
+    def _mini_batches(self, epochs: int | None = None) -> Iterator[dict[str, Any]]:
+        """The update's mini-batches (``PolicyRollout.mini_batches``): flat, or padded sequences for recurrent
+        models, with the previous step of the fields the extensions ask for."""
+        recurrent = self.actor.is_recurrent or self.critic.is_recurrent
+        return self.rollout.mini_batches(
+            self.num_mini_batches,
+            self.num_learning_epochs if epochs is None else epochs,
+            previous_keys=self._previous_keys or None,
+            sequence_mode=self.sequence_mode if recurrent else None,
+            max_seq_len=self.max_seq_len,
         )
+
+    def _policy_terms(self, batch: dict[str, Any]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """PPO terms of one mini-batch, and the extensions' terms on the actor's output; returns (terms, KL)."""
+        (obs, ref, ref_mask), (critic_obs, critic_ref, critic_mask) = self._model_inputs(batch["obs"])
         s = {
             "obs": obs,
             "ref": None if ref is None else (ref, ref_mask),
             "critic_obs": critic_obs,
             "critic_ref": None if critic_ref is None else (critic_ref, critic_mask),
-            "actions": batch.actions,
-            "advantages": batch.advantages,
-            "returns": batch.returns,
-            "target_values": batch.target_values,
-            "old_log_prob": batch.old_actions_log_prob,
-            "old_mu": batch.old_mu,
-            "old_sigma": batch.old_sigma,
-            "dagger_actions": batch.dagger_actions,
+            **{key: batch.get(key) for key in STREAM_FIELDS},
         }
-        n, mask = s["obs"].shape[0], batch.loss_mask
+        n, mask = s["obs"].shape[0], batch.get("loss_mask")
         if self.normalize_advantage_per_mini_batch:
             adv, adv_mask = s["advantages"], None if mask is None else mask.unsqueeze(-1)
             mean = L.masked_mean(adv, adv_mask)
@@ -352,43 +367,32 @@ class MMPPO(AlgorithmState):
             s = ext.transform_batch(self, s)
         ref, ref_mask = s["ref"] if s["ref"] is not None else (None, None)
         critic_ref, critic_mask = s["critic_ref"] if s["critic_ref"] is not None else (None, None)
-        hidden_a, hidden_c = batch.hidden_states if batch.hidden_states is not None else (None, None)
+        hidden_a, hidden_c = batch["hidden_states"]
         mean, std = self.actor.distribution(s["obs"], ref, ref_mask, hidden_state=hidden_a)
         values = self.critic(s["critic_obs"], critic_ref, critic_mask, hidden_state=hidden_c)
         log_prob = gaussian_log_prob(s["actions"], mean, std)
         value_mask = None if mask is None else mask.unsqueeze(-1)
         terms = {
             "surrogate": L.clipped_surrogate(
-                log_prob, s["old_log_prob"].squeeze(-1), s["advantages"].squeeze(-1), self.clip_param, mask
+                log_prob, s["actions_log_prob"].squeeze(-1), s["advantages"].squeeze(-1), self.clip_param, mask
             ),
             "value": L.value_loss(
-                values, s["target_values"], s["returns"], self.clip_param, self.use_clipped_value_loss, value_mask
+                values, s["values"], s["returns"], self.clip_param, self.use_clipped_value_loss, value_mask
             ),
             "entropy": L.masked_mean(gaussian_entropy(std[:n]), mask),
         }
         with torch.no_grad():
-            kl = gaussian_kl(s["old_mu"][:n], s["old_sigma"][:n], mean[:n].detach(), std[:n].detach())
+            kl = gaussian_kl(s["action_mean"][:n], s["action_std"][:n], mean[:n].detach(), std[:n].detach())
             kl = L.masked_mean(kl, mask)
         out = PolicyOutput(mean, std, n, mask)
         for ext in self.extensions:
             terms.update(ext.policy_terms(self, s, out))
         return terms, kl
 
-    def _stored_inputs(self, obs: Any, ref: Any, critic_obs: Any, critic_ref: Any) -> tuple[tuple, tuple]:
-        """The actor's and the critic's ``(obs, reference, mask)`` from stored data (a mini-batch, or the rollout).
-
-        A storage built by ``construct_algorithm`` keeps the env's groups under their own names in ``observations``,
-        and ``obs_groups`` picks each model's inputs from it, as from the env's TensorDict. A hand-built seed storage
-        (``RolloutStorageMM(obs_shape, ref_obs_shape, privileged_obs_shape, ...)``) keeps them in its own buffers.
-        """
-        if self._env_named:
-            actor, critic = self.obs_groups.actor_inputs(obs), self.obs_groups.critic_inputs(obs)
-            return _with_mask(actor), _with_mask(critic)
-        actor_obs = self.obs_groups.actor_obs(obs) if isinstance(obs, TensorDictBase) else obs
-        if isinstance(critic_obs, TensorDictBase):
-            critic_obs = self.obs_groups.actor_obs(critic_obs)
-        ref_pair, critic_pair = ref or (None, None), critic_ref or (None, None)
-        return (actor_obs, *ref_pair), (critic_obs, *critic_pair)
+    def _model_inputs(self, obs: TensorDictBase) -> tuple[tuple, tuple]:
+        """The actor's and the critic's ``(obs, reference, mask)`` from stored observations (a mini-batch's, or the
+        rollout's): ``obs_groups`` picks them as from the env's TensorDict."""
+        return _with_mask(self.obs_groups.actor_inputs(obs)), _with_mask(self.obs_groups.critic_inputs(obs))
 
     def _policy_loss(self, terms: dict[str, torch.Tensor]) -> torch.Tensor:
         loss = terms["surrogate"] + self.value_loss_coef * terms["value"] - self.entropy_coef * terms["entropy"]
@@ -444,17 +448,11 @@ class MMPPO(AlgorithmState):
     @torch.no_grad()
     def _update_normalizers(self) -> None:
         """Once per iteration, after the update, with the raw observations of the whole rollout."""
-        st = self.storage
 
         def rows(x: Any) -> Any:
             return None if x is None else x.flatten(0, 1)
 
-        ref = None if st.reference_observations is None else (st.reference_observations, st.reference_observations_mask)
-        critic_ref = ref
-        if st.privileged_reference_observations is not None:
-            critic_ref = (st.privileged_reference_observations, st.privileged_reference_observations_mask)
-        critic_obs = st.privileged_observations if st.privileged_observations is not None else st.observations
-        actor_in, critic_in = self._stored_inputs(st.observations, ref, critic_obs, critic_ref)
+        actor_in, critic_in = self._model_inputs(self.rollout.get()["obs"])
         self.actor.update_normalization(*(rows(x) for x in actor_in))
         self.critic.update_normalization(*(rows(x) for x in critic_in))
         for ext in self.extensions:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from mimic_rl.algorithms.extensions import Extension
     from mimic_rl.models.actor_critic import Actor, Critic
     from mimic_rl.models.obs_groups import ObsGroups
-    from mimic_rl.storage import RolloutStorageMM
+    from mimic_rl.storage import PolicyRollout
 
 __all__ = ["AlgorithmState"]
 
@@ -27,7 +27,7 @@ class AlgorithmState:
 
     actor: Actor
     critic: Critic
-    storage: RolloutStorageMM
+    rollout: PolicyRollout
     optimizer: torch.optim.Optimizer
     extensions: list[Extension]
     obs_groups: ObsGroups | None
@@ -93,7 +93,7 @@ class AlgorithmState:
     def runtime_state_dict(self) -> dict[str, Any]:
         """What ``save()`` leaves out but an exact resume needs: the storage's carry row (AMP pairs across rollouts),
         the AMP replay buffer and the recurrent models' collection-time hidden states."""
-        state: dict[str, Any] = {"storage_carry": {k: v[0].clone() for k, v in self.storage._store.stores.items()}}
+        state: dict[str, Any] = {"storage_carry": self.rollout.carry_state()}
         for ext in self.extensions:
             state.update(ext.runtime_state_dict())
         for name, model in (("actor", self.actor), ("critic", self.critic)):
@@ -103,8 +103,7 @@ class AlgorithmState:
 
     def load_runtime_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``runtime_state_dict()``."""
-        for key, row in state["storage_carry"].items():
-            self.storage._store.stores[key][0].copy_(row)
+        self.rollout.load_carry_state(state["storage_carry"])
         for ext in self.extensions:
             ext.load_runtime_state_dict(state)
         for name, model in (("actor", self.actor), ("critic", self.critic)):

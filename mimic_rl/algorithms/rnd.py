@@ -17,7 +17,6 @@ from mimic_rl.models.normalization import EmpiricalNormalizer
 
 if TYPE_CHECKING:
     from mimic_rl.algorithms.ppo import MMPPO
-    from mimic_rl.storage import PPOBatch
 
 __all__ = ["RandomNetworkDistillation", "RndExtension"]
 
@@ -85,6 +84,11 @@ class RndExtension(Extension):
         """Predictor and frozen target."""
         return [self.rnd]
 
+    def check(self, alg: MMPPO) -> None:
+        """The storage must keep the states the predictor learns."""
+        if "rnd_state" not in alg.rollout.fields:
+            raise ValueError("rnd_cfg is set but the storage has no rnd_state: build it with rnd_state_shape")
+
     def on_step(self, alg: MMPPO, next_obs: TensorDictBase, rewards: torch.Tensor) -> torch.Tensor:
         """Add the intrinsic reward of the next state (the ``rnd_state`` group, else the actor's observation)."""
         if "rnd_state" in next_obs.keys():
@@ -93,20 +97,20 @@ class RndExtension(Extension):
             state = alg.obs_groups.actor_obs(next_obs)
         intrinsic = self.rnd.intrinsic_reward(state, alg.iteration)
         alg.log_step("rnd_intrinsic_reward", intrinsic.mean())
-        alg.transition.rnd_state = state
+        alg.transition["rnd_state"] = state
         return rewards + intrinsic
 
-    def side_loss(self, alg: MMPPO, batch: PPOBatch, step: int) -> SideLoss:
+    def side_loss(self, alg: MMPPO, batch: dict[str, Any], step: int) -> SideLoss:
         """The predictor's regression loss on the mini-batch's stored states."""
-        mask = None if batch.masks is None else batch.masks.reshape(-1)
-        loss = self.rnd.loss(flat_rows(batch.rnd_state, batch.masks), mask)
+        masks = batch.get("masks")
+        mask = None if masks is None else masks.reshape(-1)
+        loss = self.rnd.loss(flat_rows(batch["rnd_state"], masks), mask)
         return SideLoss({"rnd": loss}, loss, self.rnd.optimizer, list(self.rnd.predictor.parameters()))
 
     @torch.no_grad()
     def after_update(self, alg: MMPPO) -> None:
         """The rollout's states into the state normalizer."""
-        if alg.storage.rnd_state is not None:
-            self.rnd.update_normalization(alg.storage.rnd_state.flatten(0, 1))
+        self.rnd.update_normalization(alg.rollout.get()["rnd_state"].flatten(0, 1))
 
     def state_dict(self) -> dict[str, Any]:
         """``rnd_state_dict`` and ``rnd_optimizer_state_dict``."""

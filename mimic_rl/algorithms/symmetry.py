@@ -83,11 +83,11 @@ class Symmetry:
             streams["critic_ref"], self.mirror_critic_reference, "critic_reference"
         )
         out["actions"] = self._double(streams["actions"], self.mirror_actions, "actions")
-        out["old_mu"] = self._double(streams["old_mu"], self.mirror_actions, "actions")
-        out["old_sigma"] = torch.cat((streams["old_sigma"], self.mirror_actions(streams["old_sigma"]).abs()))
+        out["action_mean"] = self._double(streams["action_mean"], self.mirror_actions, "actions")
+        out["action_std"] = torch.cat((streams["action_std"], self.mirror_actions(streams["action_std"]).abs()))
         if streams.get("dagger_actions") is not None:
             out["dagger_actions"] = self._double(streams["dagger_actions"], self.mirror_actions, "actions")
-        for key in ("advantages", "returns", "target_values", "old_log_prob"):
+        for key in ("advantages", "returns", "values", "actions_log_prob"):
             out[key] = torch.cat((streams[key], streams[key]), dim=0)
         return out
 

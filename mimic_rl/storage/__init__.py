@@ -1,6 +1,7 @@
 """Rollout storage for motion-mimic PPO and distillation."""
 
 from mimic_rl.storage.batches import DistillationBatch, PPOBatch
+from mimic_rl.storage.policy_rollout import PolicyRollout
 from mimic_rl.storage.returns import compute_gae, compute_monte_carlo, normalize_advantages
 from mimic_rl.storage.rollout import FieldSpec, RolloutBuffer
 from mimic_rl.storage.rollout_storage_mm import RolloutStorageMM
@@ -10,6 +11,7 @@ __all__ = [
     "DistillationBatch",
     "FieldSpec",
     "PPOBatch",
+    "PolicyRollout",
     "RolloutBuffer",
     "RolloutStorageMM",
     "SequenceMode",

@@ -1,34 +1,61 @@
 """AMP previous-state pairs: (s_{t-1}, s_t) of the same env, with pairs that cross a reset marked invalid.
 
 The extractor callbacks of ``amp_cfg`` are resolved once here, never per mini-batch. ``amp_obs_extractor(obs)``
-returns features; ``amp_ref_obs_extractor((ref_obs, ref_mask))`` returns ``(features, mask)``. A callback that
-accepts an ``env`` keyword gets ``amp_cfg["_env"]`` (the GBC seed's convention).
+returns features of the robot's stored observations; ``amp_ref_obs_extractor((ref_obs, ref_mask))`` returns
+``(features, mask)`` of the reference (the expert). A callback that accepts an ``env`` keyword gets
+``amp_cfg["_env"]`` (the GBC seed's convention).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
 
-from mimic_rl.storage.batches import PPOBatch
 from mimic_rl.utils import accepts_keyword, resolve_callable
 
-__all__ = ["AmpPairExtractor"]
+__all__ = ["PAIR_ONLY_KEYS", "AmpPairExtractor", "AmpPairs"]
+
+ReferenceGroups = tuple[str | None, str | None]
+"""(reference group, mask group) of the stored observations."""
+
+PAIR_ONLY_KEYS = ("_env", "reference_groups")
+"""Keys of ``amp_cfg`` that only the pairs read (set by the builders); the discriminator takes the others."""
+
+
+@dataclass
+class AmpPairs:
+    """The AMP pairs of a mini-batch's rows ``[*lead]``: the robot's feature pairs and whether each is real (same
+    env, same episode, not padding), and, when the rollout holds a reference, the reference's feature pairs with
+    their masks (the previous mask already folded with ``valid``)."""
+
+    policy_prev: torch.Tensor
+    policy_cur: torch.Tensor
+    valid: torch.Tensor
+    expert_prev: torch.Tensor | None = None
+    expert_cur: torch.Tensor | None = None
+    expert_prev_mask: torch.Tensor | None = None
+    expert_cur_mask: torch.Tensor | None = None
 
 
 class AmpPairExtractor:
-    """Fills the AMP fields of a ``PPOBatch`` from the previous-step rows of a ``RolloutBuffer`` mini-batch."""
+    """Features and pairs from stored observations (``PolicyRollout`` mini-batches with ``previous_keys=["obs"]``).
 
-    def __init__(self, amp_cfg: Mapping[str, Any]) -> None:
+    ``obs_view`` turns stored observations into what ``amp_obs_extractor`` reads (default: the stored TensorDict).
+    ``amp_cfg["reference_groups"]`` names the ``(reference, mask)`` groups of the stored observations whose pairs
+    are the expert's (None: the expert pairs come from elsewhere, e.g. an ``expert_sampler``).
+    """
+
+    def __init__(self, amp_cfg: Mapping[str, Any], obs_view: Callable[[Any], Any] | None = None) -> None:
         env = amp_cfg.get("_env", amp_cfg.get("env"))
         self.obs_fn = self._bind(amp_cfg, "amp_obs_extractor", _identity, env)
         self.ref_fn = self._bind(amp_cfg, "amp_ref_obs_extractor", _identity, env)
-        self.reference_groups: tuple[str | None, str | None] = tuple(amp_cfg.get("reference_groups") or (None, None))
-        """(reference, mask) group names inside the stored observations, when the storage keeps the env's groups
-        in one TensorDict instead of a ``reference_observations`` buffer."""
+        self.obs_view = obs_view or _identity
+        self.reference_groups: ReferenceGroups = tuple(amp_cfg.get("reference_groups") or (None, None))
+        """(reference, mask) group names inside the stored observations."""
 
     @staticmethod
     def _bind(amp_cfg: Mapping[str, Any], key: str, default: Callable, env: Any) -> Callable:
@@ -38,38 +65,38 @@ class AmpPairExtractor:
             return lambda x, _fn=fn: _fn(x, env=env)
         return fn
 
-    def add_pairs(self, batch: PPOBatch, previous: Mapping[str, Any] | TensorDictBase, valid: torch.Tensor) -> None:
-        """Set ``obs_prev_state``, ``obs_cur_state``, the reference pair fields and ``amp_pair_valid``.
+    def features(self, obs: Any) -> torch.Tensor:
+        """The robot's AMP features ``[M, F]`` of stored observations ``[M]``."""
+        return self.obs_fn(self.obs_view(obs))
 
-        ``previous`` holds the batch rows' previous steps (step t - 1 of the same env, the carry row at t = 0) and
-        ``valid`` says which pairs are real: not across a reset, not padding (``RolloutBuffer.mini_batches``).
-        """
+    def pairs(
+        self, obs: Any, previous: Any, valid: torch.Tensor, reference_groups: ReferenceGroups | None = None
+    ) -> AmpPairs:
+        """The pairs of a mini-batch: ``obs`` its rows' stored observations, ``previous`` those of step t - 1 of the
+        same env (the carry row at t = 0), ``valid`` which pairs are real (``RolloutBuffer.mini_batches``);
+        ``reference_groups`` overrides ``self.reference_groups``."""
         lead = tuple(valid.shape)
-        batch.amp_pair_valid = valid
-        batch.obs_prev_state = _unflatten(self.obs_fn(_flatten(previous.get("observations"), lead)), lead)
-        batch.obs_cur_state = _unflatten(self.obs_fn(_flatten(batch.observations, lead)), lead)
-        if batch.reference is not None:
-            prev_ref, prev_mask = previous.get("reference_observations"), previous.get("reference_observations_mask")
-            cur_ref, cur_mask = batch.reference
-        elif self.reference_groups[0] is not None:
-            prev_ref, prev_mask = self._reference(previous.get("observations"))
-            cur_ref, cur_mask = self._reference(batch.observations)
-        else:
-            return
-        state, mask = self.ref_fn((_flatten(prev_ref, lead), _flatten(prev_mask, lead)))
-        batch.ref_obs_prev_state = _unflatten(state, lead)
-        batch.ref_obs_prev_mask = _unflatten(mask, lead) & valid
-        state, mask = self.ref_fn((_flatten(cur_ref, lead), _flatten(cur_mask, lead)))
-        batch.ref_obs_cur_state = _unflatten(state, lead)
-        batch.ref_obs_cur_mask = _unflatten(mask, lead)
+        ref_name, mask_name = reference_groups or self.reference_groups
+        out = AmpPairs(
+            policy_prev=_unflatten(self.features(_flatten(previous, lead)), lead),
+            policy_cur=_unflatten(self.features(_flatten(obs, lead)), lead),
+            valid=valid,
+        )
+        if ref_name is None:
+            return out
+        state, mask = self.ref_fn(_reference(_flatten(previous, lead), ref_name, mask_name))
+        out.expert_prev, out.expert_prev_mask = _unflatten(state, lead), _unflatten(mask, lead) & valid
+        state, mask = self.ref_fn(_reference(_flatten(obs, lead), ref_name, mask_name))
+        out.expert_cur, out.expert_cur_mask = _unflatten(state, lead), _unflatten(mask, lead)
+        return out
 
-    def _reference(self, obs: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:
-        """(reference, mask) from stored observations; a reference without a mask group is valid everywhere."""
-        ref_name, mask_name = self.reference_groups
-        ref = obs[ref_name]
-        if mask_name is not None:
-            return ref, obs[mask_name]
-        return ref, torch.ones(obs.batch_size, dtype=torch.bool, device=ref.device)
+
+def _reference(obs: TensorDictBase, ref_name: str, mask_name: str | None) -> tuple[Any, torch.Tensor]:
+    """(reference, mask) from stored observations; a reference without a mask group is valid everywhere."""
+    ref = obs[ref_name]
+    if mask_name is not None:
+        return ref, obs[mask_name]
+    return ref, torch.ones(obs.batch_size, dtype=torch.bool, device=ref.device)
 
 
 def _identity(x: Any) -> Any:

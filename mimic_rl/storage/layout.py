@@ -171,10 +171,19 @@ class PackedStore:
             store[0].copy_(store[row])
 
     # ------------------------------------------------------------------ writing
-    def write(self, name: str, row: int | slice, value: Any, source: str, prefix: str = "Transition.") -> None:
+    def write(
+        self,
+        name: str,
+        row: int | slice,
+        value: Any,
+        source: str,
+        prefix: str = "Transition.",
+        leaf_labels: Mapping[Any, str] | None = None,
+    ) -> None:
         """Validate ``value`` for field ``name`` and copy it into extended row ``row`` (or rows ``row``, a slice).
 
-        Errors read ``{prefix}{source}: ...``; a slice expects ``[rows, num_envs, ...]`` values.
+        Errors read ``{prefix}{source}: ...`` (a group of a TensorDict field: ``{prefix}{source}['group']``, or
+        ``{prefix}{leaf_labels[group]}``); a slice expects ``[rows, num_envs, ...]`` values.
         """
         f = self.fields[name]
         if value is None:
@@ -192,8 +201,10 @@ class PackedStore:
             )
             if missing:
                 raise KeyError(f"{prefix}{source}: missing observation group(s) {missing}; expected {sorted(f.leaves)}")
+            labels = leaf_labels or {}
             for key, leaf in f.leaves.items():
-                self._write_leaf(f, leaf, row, value[key], f"{prefix}{source}[{key!r}]")
+                label = f"{prefix}{labels[key]}" if key in labels else f"{prefix}{source}[{key!r}]"
+                self._write_leaf(f, leaf, row, value[key], label)
         else:
             if isinstance(value, Mapping | TensorDictBase):
                 raise TypeError(
@@ -203,6 +214,8 @@ class PackedStore:
             self._write_leaf(f, f.leaves[None], row, value, f"{prefix}{source}")
 
     def _write_leaf(self, f: Field, leaf: _Leaf, row: int | slice, value: Any, label: str) -> None:
+        if value is None:
+            raise ValueError(f"{label} is None, but the storage keeps a buffer for it; set it before adding")
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"{label}: expected a torch.Tensor, got {type(value).__name__}")
         if isinstance(row, slice):

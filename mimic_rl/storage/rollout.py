@@ -73,7 +73,8 @@ class RolloutBuffer:
 
     ``done_key`` names the bool field (one value per env) that ends episodes: it marks the pairs of
     ``previous_keys`` that cross a reset and cuts ``sequences``. Errors about bad input read ``{error_prefix}
-    {labels.get(name, name)}: ...``.
+    {labels.get(name, name)}: ...``, or for a group of a TensorDict field ``{error_prefix}{leaf_labels[name][group]}``
+    when given.
     """
 
     def __init__(
@@ -85,6 +86,7 @@ class RolloutBuffer:
         *,
         done_key: str | None = "dones",
         labels: Mapping[str, str] | None = None,
+        leaf_labels: Mapping[str, Mapping[Any, str]] | None = None,
         error_prefix: str = "RolloutBuffer: ",
     ) -> None:
         if int(num_steps) < 1 or int(num_envs) < 1:
@@ -103,6 +105,7 @@ class RolloutBuffer:
         self._inputs = tuple(name for name, fs in specs.items() if not fs.computed)
         self._input_set = frozenset(self._inputs)
         self._labels = dict(labels or {})
+        self._leaf_labels = dict(leaf_labels or {})
         self._prefix = error_prefix
         # Locked: entries cannot be replaced (that would detach them from the store), only written in place.
         fields = self.store.fields
@@ -169,7 +172,9 @@ class RolloutBuffer:
             raise RuntimeError(f"RolloutBuffer.add: {self.step} steps were already added with add_step()")
         if rollout is not None and rollout is not self._view:
             for name in self._check_keys(rollout, "add"):
-                self.store.write(name, slice(1, None), rollout[name], self._label(name), self._prefix)
+                self.store.write(
+                    name, slice(1, None), rollout[name], self._label(name), self._prefix, self._leaf_labels.get(name)
+                )
         self.step = self.num_steps
 
     def add_step(self, step: TensorDictBase | Mapping[str, Any]) -> None:
@@ -181,8 +186,9 @@ class RolloutBuffer:
         if self.step >= self.num_steps:
             raise OverflowError(self._overflow())
         row, write, labels, prefix = self.step + 1, self.store.write, self._labels, self._prefix
+        leaf_labels = self._leaf_labels
         for name in self._check_keys(step, "add_step"):
-            write(name, row, step[name], labels.get(name, name), prefix)
+            write(name, row, step[name], labels.get(name, name), prefix, leaf_labels.get(name))
         self.step += 1
 
     def _check_keys(self, data: Any, what: str) -> tuple[str, ...]:

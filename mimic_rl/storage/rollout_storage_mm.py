@@ -5,65 +5,60 @@ mini-batch and the 7-item distillation batch) and fixes its defects: correct tru
 every epoch, AMP pairs that are really (env n, t-1) -> (env n, t) with resets masked, extractor callbacks resolved
 once, and ``get_statistics`` that leaves ``dones`` alone. Buffers are time-major ``[T, N, ...]``.
 
-It is a thin adapter over the generic ``RolloutBuffer``: the seed's buffers are its fields (``observations``,
-``reference_observations``, ``mu``, ...; ``returns`` and ``advantages`` are computed fields), a ``Transition`` becomes
-one ``add_step``, and both PPO generators are ``RolloutBuffer.mini_batches`` turned into ``PPOBatch``es. Hidden states
-stay here (``HiddenStateStore``): they are saved per step and gathered only at each sequence's first step.
+It is a thin adapter over ``PolicyRollout`` (``core``), the storage MMPPO and Distillation use: the seed's
+observation buffers are groups of the core's ``obs`` TensorDict under this package's group names (``policy``, or the
+groups of a TensorDict ``obs_shape``; ``reference``, ``reference_mask``, ``critic``, ``critic_reference``,
+``critic_reference_mask``), ``mu``/``sigma`` are its ``action_mean``/``action_std``, and every other buffer has its
+seed name there. A ``Transition`` becomes one ``add_step``; a core mini-batch becomes a ``PPOBatch``.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
+from tensordict import TensorDictBase
 
-from mimic_rl.errors import TrainingDiverged
 from mimic_rl.storage.amp_pairs import AmpPairExtractor
 from mimic_rl.storage.batches import DistillationBatch, PPOBatch
-from mimic_rl.storage.hidden import HiddenStateStore
-from mimic_rl.storage.layout import PackedStore
-from mimic_rl.storage.returns import compute_gae, compute_monte_carlo, normalize_advantages
-from mimic_rl.storage.rollout import FieldSpec, RolloutBuffer
-from mimic_rl.storage.sequences import SequenceMode, build_sequences
+from mimic_rl.storage.policy_rollout import PolicyRollout
+from mimic_rl.storage.rollout import RolloutBuffer
+from mimic_rl.storage.sequences import SequenceMode
 
 __all__ = ["RolloutStorageMM"]
 
-_TRAINING_TYPES = ("rl", "distillation")
-_SCALAR = FieldSpec((1,), scalar=True)
-_FLAG = FieldSpec((1,), torch.bool, scalar=True, lenient=True)
-_MASK = FieldSpec((), torch.bool)
-_LABELS = {  # buffer field -> Transition attribute, for error messages
-    "privileged_observations": "critic_observations",
-    "privileged_reference_observations": "critic_reference_observations",
-    "privileged_reference_observations_mask": "critic_reference_observations_mask",
+_SEED_NAMES = {  # seed buffer -> core field (or observation group, as ("obs", group))
+    "observations": None,  # the policy group, or the groups of a TensorDict obs_shape
+    "reference_observations": ("obs", "reference"),
+    "reference_observations_mask": ("obs", "reference_mask"),
+    "privileged_observations": ("obs", "critic"),
+    "privileged_reference_observations": ("obs", "critic_reference"),
+    "privileged_reference_observations_mask": ("obs", "critic_reference_mask"),
+    "rnd_state": "rnd_state",
+    "actions": "actions",
+    "dagger_actions": "dagger_actions",
+    "privileged_actions": "privileged_actions",
+    "rewards": "rewards",
+    "dones": "dones",
+    "time_outs": "time_outs",
+    "values": "values",
+    "returns": "returns",
+    "advantages": "advantages",
+    "actions_log_prob": "actions_log_prob",
     "mu": "action_mean",
-    "sigma": "action_sigma",
+    "sigma": "action_std",
+    "bootstrap_values": "bootstrap_values",
 }
-_NOT_IN_BATCH = ("rewards", "bootstrap_values", "dones", "time_outs")
-_SEED_BUFFERS = (
-    "observations",
-    "privileged_observations",
-    "reference_observations",
-    "reference_observations_mask",
-    "privileged_reference_observations",
-    "privileged_reference_observations_mask",
-    "rnd_state",
-    "actions",
-    "dagger_actions",
-    "privileged_actions",
-    "rewards",
-    "dones",
-    "time_outs",
-    "values",
-    "returns",
-    "advantages",
-    "actions_log_prob",
-    "mu",
-    "sigma",
-    "bootstrap_values",
-)
+_GROUP_LABELS = {  # observation group -> Transition attribute, for error messages
+    "reference": "reference_observations",
+    "reference_mask": "reference_observations_mask",
+    "critic": "critic_observations",
+    "critic_reference": "critic_reference_observations",
+    "critic_reference_mask": "critic_reference_observations_mask",
+}
+_STEP_FIELDS = ("rnd_state", "actions", "dagger_actions", "privileged_actions", "rewards", "dones", "time_outs")
+"""Core fields whose Transition attribute has the same name."""
 
 
 def _present(shape: Any) -> bool:
@@ -74,6 +69,16 @@ def _present(shape: Any) -> bool:
         return len(shape) > 0
     shape = tuple(shape) if not isinstance(shape, int) else (shape,)
     return len(shape) > 0 and shape[0] is not None
+
+
+def _leaves(shape: Any) -> dict[Any, Any]:
+    """``{key: per-env shape or example tensor}`` of a group: one leaf (key None) for a plain shape, else one per
+    entry of a mapping or (nested) TensorDict."""
+    if isinstance(shape, TensorDictBase):
+        return dict(shape.items(include_nested=True, leaves_only=True))
+    if isinstance(shape, Mapping):
+        return dict(shape)
+    return {None: shape}
 
 
 class RolloutStorageMM:
@@ -124,8 +129,8 @@ class RolloutStorageMM:
         amp_cfg: Mapping[str, Any] | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        if training_type not in _TRAINING_TYPES:
-            raise ValueError(f"training_type must be one of {_TRAINING_TYPES}, got {training_type!r}")
+        if training_type not in ("rl", "distillation"):
+            raise ValueError(f"training_type must be one of ('rl', 'distillation'), got {training_type!r}")
         if int(num_envs) < 1 or int(num_transitions_per_env) < 1:
             raise ValueError(
                 f"num_envs and num_transitions_per_env must be >= 1, got {num_envs} and {num_transitions_per_env}"
@@ -145,89 +150,102 @@ class RolloutStorageMM:
         self.apply_dagger_actions = bool(apply_dagger_actions)
         self.amp_cfg = dict(amp_cfg) if amp_cfg else None
 
-        self._buffer = RolloutBuffer(
-            self.num_transitions_per_env,
+        self._obs_is_dict = isinstance(obs_shape, Mapping | TensorDictBase)
+        self._obs_groups = list(_leaves(obs_shape)) if self._obs_is_dict else ["policy"]
+        self._seed_groups = list(obs_shape.keys()) if self._obs_is_dict else None
+        """The top-level groups of a TensorDict ``obs_shape`` (what ``observations`` holds)."""
+        spec, labels = self._obs_spec()
+        self.core = PolicyRollout(
+            training_type,
             self.num_envs,
-            self._spec(),
-            self.device,
-            labels=_LABELS,
+            self.num_transitions_per_env,
+            spec,
+            tuple(actions_shape),
+            dagger_actions=self.apply_dagger_actions,
+            rnd_state_shape=tuple(rnd_state_shape) if _present(rnd_state_shape) else None,
+            device=self.device,
+            obs_view=self._observations,
+            labels={"obs": "observations", "action_std": "action_sigma"},
+            leaf_labels={"obs": labels},
             error_prefix="Transition.",
         )
-        self._store: PackedStore = self._buffer.store
-        fields = self._store.fields
-        self._batch_keys = tuple(name for name in fields if name not in _NOT_IN_BATCH)
-        self._batch_columns = max(self._store.columns_end(name) for name in self._batch_keys)
-        self._previous_keys = tuple(
-            n for n in ("observations", "reference_observations", "reference_observations_mask") if n in fields
-        )
-        same_name = ("rnd_state", "actions", "dagger_actions", "privileged_actions", "rewards", "dones")
-        self._same_name_inputs = tuple(n for n in same_name if n in fields)  # Transition attribute = field name
-        for name in _SEED_BUFFERS:  # seed attribute names; absent buffers are None
-            setattr(self, name, fields[name].view if name in fields else None)
+        """The ``PolicyRollout`` underneath (MMPPO and Distillation store into it when given this storage)."""
+        fields = self.core.fields
+        self._step_fields = tuple(n for n in _STEP_FIELDS if n in fields)
+        self._batch_keys = self.core.batch_keys
+        view = self.core.get()
+        for seed, core in _SEED_NAMES.items():  # seed attribute names; absent buffers are None
+            if seed == "observations":
+                value = self._observations(view["obs"])
+            elif isinstance(core, tuple):
+                value = view[core] if core[1] in self._groups else None
+            else:
+                value = view[core] if core in fields else None
+            setattr(self, seed, value)
         self._all_true = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
-        self._all_false = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        self._has_timeout_bootstrap = torch.zeros((), dtype=torch.bool, device=self.device)
-        self._warned_timeout_fallback = False
-        self._hidden = HiddenStateStore(self.num_transitions_per_env, self.device)
-        self._amp = AmpPairExtractor(self.amp_cfg) if self.amp_cfg is not None else None
+        self._amp = None
+        if self.amp_cfg is not None:
+            reference = ("reference", "reference_mask") if "reference" in self._groups else None
+            self._amp = AmpPairExtractor({**self.amp_cfg, "reference_groups": reference}, self._observations)
 
-    def _spec(self) -> dict[str, Any]:
-        """The buffer's fields. Declaration order is column order: state fields first (AMP gathers a prefix), then
-        the batch fields, then the rest."""
-        has_ref = _present(self.ref_obs_shape)
-        is_rl = self.training_type == "rl"
-        actions = self.actions_shape
-        spec: dict[str, Any] = {"observations": self.obs_shape}
-        if has_ref:
-            spec["reference_observations"] = self.ref_obs_shape
-            spec["reference_observations_mask"] = _MASK
-        if _present(self.privileged_obs_shape):
-            spec["privileged_observations"] = self.privileged_obs_shape
-        if has_ref and _present(self.privileged_ref_obs_shape):
-            spec["privileged_reference_observations"] = self.privileged_ref_obs_shape
-            spec["privileged_reference_observations_mask"] = _MASK
-        if _present(self.rnd_state_shape):
-            spec["rnd_state"] = self.rnd_state_shape
-        spec["actions"] = actions
-        if self.apply_dagger_actions:
-            spec["dagger_actions"] = actions
-        if is_rl:
-            spec["values"] = _SCALAR
-            spec["returns"] = spec["advantages"] = FieldSpec((1,), scalar=True, computed=True)
-            spec["actions_log_prob"] = _SCALAR
-            spec["mu"] = spec["sigma"] = actions
+    def _obs_spec(self) -> tuple[dict[Any, Any], dict[Any, str]]:
+        """The core's observation groups (per-env shapes or example tensors) and their Transition labels."""
+        spec: dict[Any, Any] = {}
+        labels: dict[Any, str] = {}
+        if self._obs_is_dict:
+            for key, shape in _leaves(self.obs_shape).items():
+                spec[key] = shape
+                labels[key] = f"observations[{key!r}]"
         else:
-            spec["privileged_actions"] = actions
-        spec["rewards"] = _SCALAR
-        if is_rl:
-            spec["bootstrap_values"] = _SCALAR
-        spec["dones"] = spec["time_outs"] = _FLAG
-        return spec
+            spec["policy"], labels["policy"] = self.obs_shape, "observations"
+        has_ref = _present(self.ref_obs_shape)
+        groups = {
+            "reference": self.ref_obs_shape if has_ref else None,
+            "reference_mask": torch.zeros(self.num_envs, dtype=torch.bool) if has_ref else None,
+            "critic": self.privileged_obs_shape if _present(self.privileged_obs_shape) else None,
+        }
+        if has_ref and _present(self.privileged_ref_obs_shape):
+            groups["critic_reference"] = self.privileged_ref_obs_shape
+            groups["critic_reference_mask"] = groups["reference_mask"]
+        self._groups = [g for g, shape in groups.items() if shape is not None]
+        clash = [g for g in self._groups if g in self._obs_groups]
+        if clash:
+            raise ValueError(f"obs_shape: group name(s) {clash} are reserved for the reference and critic buffers")
+        for group in self._groups:
+            for key, shape in _leaves(groups[group]).items():
+                leaf = group if key is None else (group, *(key if isinstance(key, tuple) else (key,)))
+                spec[leaf] = shape
+                labels[leaf] = _GROUP_LABELS[group] + ("" if key is None else f"[{key!r}]")
+        return spec, labels
+
+    def _observations(self, obs: TensorDictBase) -> Any:
+        """The seed's ``observations`` part of the core's observation groups (a tensor or a TensorDict)."""
+        return obs.select(*self._seed_groups) if self._obs_is_dict else obs["policy"]
 
     @property
     def step(self) -> int:
         """Number of transitions stored in the current rollout."""
-        return self._buffer.step
+        return self.core.step
 
     @step.setter
     def step(self, value: int) -> None:
-        self._buffer.step = int(value)
+        self.core.step = int(value)
 
     @property
     def buffer(self) -> RolloutBuffer:
-        """The generic ``RolloutBuffer`` underneath (its ``get()`` is every buffer as one ``[T, N]`` TensorDict)."""
-        return self._buffer
+        """The ``RolloutBuffer`` underneath (its ``get()`` is every field as one ``[T, N]`` TensorDict)."""
+        return self.core.buffer
 
     @property
     def saved_hidden_states_a(self) -> list[torch.Tensor] | None:
         """Actor hidden states in the seed's layout, one ``[T, layers, N, H]`` view per tensor (h, or h and c)."""
-        component = self._hidden.components[0]
+        component = self.core.hidden.components[0]
         return None if component is None else component.seed_layout()
 
     @property
     def saved_hidden_states_c(self) -> list[torch.Tensor] | None:
         """Critic hidden states in the seed's layout, one ``[T, layers, N, H]`` view per tensor."""
-        component = self._hidden.components[1]
+        component = self.core.hidden.components[1]
         return None if component is None else component.seed_layout()
 
     # ------------------------------------------------------------------ writing
@@ -238,38 +256,57 @@ class RolloutStorageMM:
                 f"RolloutStorageMM overflow: it holds {self.num_transitions_per_env} transitions per env and all are "
                 "filled; call clear() after the update before adding the next rollout"
             )
-        # None for a stored field fails in the buffer, in field order, like any other bad value.
-        t, fields = transition, self._store.fields
-        step: dict[str, Any] = {"observations": t.observations}
-        if "reference_observations" in fields:
-            step["reference_observations"] = t.reference_observations
-            step["reference_observations_mask"] = self._mask(t.reference_observations_mask)
-        if "privileged_observations" in fields:
-            step["privileged_observations"] = t.critic_observations
-        if "privileged_reference_observations" in fields:
-            step["privileged_reference_observations"] = t.critic_reference_observations
-            step["privileged_reference_observations_mask"] = self._mask(t.critic_reference_observations_mask)
-        for name in self._same_name_inputs:
+        t = transition
+        step: dict[str, Any] = {"obs": self._obs_step(t)}
+        for name in self._step_fields:
             step[name] = getattr(t, name)
-        step["time_outs"] = self._all_false if t.time_outs is None else t.time_outs
         if self.training_type == "rl":
             step["values"], step["actions_log_prob"] = t.values, t.actions_log_prob
-            step["mu"], step["sigma"] = t.action_mean, t.action_sigma
-            # Fallback (rsl_rl's shortcut): bootstrap a time-out from V(s_t) when the env gave no final state.
-            step["bootstrap_values"] = step["values"] if t.bootstrap_values is None else t.bootstrap_values
-            if t.bootstrap_values is None and t.time_outs is not None and not self._warned_timeout_fallback:
-                self._warned_timeout_fallback = True
-                warnings.warn(
-                    "RolloutStorageMM: time-outs without bootstrap_values; falling back to rsl_rl's gamma * V(s_t) "
-                    "shortcut (envs that return extras['final_observations'], like the embedded env, bootstrap "
-                    "from the real next state; rsl_rl VecEnvs such as mjlab's and Isaac Lab's do not).",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-        self._hidden.save(self.step, t.hidden_states)  # before the step advances: a bad state stores nothing
-        self._buffer.add_step(step)
+            step["action_mean"], step["action_std"] = t.action_mean, t.action_sigma
+            step["bootstrap_values"] = t.bootstrap_values  # None: rsl_rl's gamma * V(s_t) fallback, with a warning
+        self.core.add_step(step, t.hidden_states)
 
     add_transition = add_transitions
+
+    def _obs_step(self, t: Transition) -> dict[Any, Any]:
+        """The core's observation groups of one Transition."""
+        obs = t.observations
+        if self._obs_is_dict:
+            if not isinstance(obs, Mapping | TensorDictBase):
+                raise TypeError(
+                    f"Transition.observations: the storage holds a TensorDict with groups {self._obs_groups} but got "
+                    f"{type(obs).__name__}"
+                )
+            have = obs.keys(include_nested=True, leaves_only=True) if isinstance(obs, TensorDictBase) else obs
+            missing = [k for k in self._obs_groups if k not in have]
+            if missing:
+                raise KeyError(
+                    f"Transition.observations: missing observation group(s) {missing}; expected {self._obs_groups}"
+                )
+            out = {key: obs[key] for key in self._obs_groups}
+        else:
+            if isinstance(obs, Mapping | TensorDictBase):
+                raise TypeError(
+                    f"Transition.observations: got a {type(obs).__name__} but the storage was built with a plain "
+                    f"shape {tuple(self.obs_shape)}; pass the shapes as a dict (or an example TensorDict) to store "
+                    "groups"
+                )
+            out = {"policy": obs}
+        groups = {
+            "reference": t.reference_observations,
+            "reference_mask": self._mask(t.reference_observations_mask),
+            "critic": t.critic_observations,
+            "critic_reference": t.critic_reference_observations,
+            "critic_reference_mask": self._mask(t.critic_reference_observations_mask),
+        }
+        for group in self._groups:
+            value = groups[group]
+            if isinstance(value, Mapping | TensorDictBase):
+                keys = value.keys(include_nested=True, leaves_only=True) if isinstance(value, TensorDictBase) else value
+                out.update({(group, *(k if isinstance(k, tuple) else (k,))): value[k] for k in keys})
+            else:
+                out[group] = value
+        return out
 
     def _mask(self, mask: torch.Tensor | None) -> torch.Tensor:
         """A reference without a mask is valid for every env."""
@@ -277,7 +314,7 @@ class RolloutStorageMM:
 
     def clear(self) -> None:
         """Start a new rollout. The last stored step is kept as the carry row for the next rollout's AMP pairs."""
-        self._buffer.clear()
+        self.core.clear()
 
     # ------------------------------------------------------------------ returns
     def compute_returns(
@@ -293,48 +330,18 @@ class RolloutStorageMM:
         Time-outs bootstrap from ``bootstrap_values``. ``last_values`` is V of the state after the last stored step,
         ``[N]`` or ``[N, 1]``. Raises ``FloatingPointError`` if rewards, values or bootstrap values are not finite.
         """
-        if self.training_type != "rl":
-            raise ValueError("compute_returns() is only available for training_type='rl'")
-        if self.step != self.num_transitions_per_env:
-            raise RuntimeError(
-                f"compute_returns() needs a full rollout: {self.step} of {self.num_transitions_per_env} steps stored"
-            )
-        # Contiguous copies: the packed views are strided, and the recursion reads every element T times.
-        inputs = {
-            "rewards": self.rewards.contiguous(),
-            "values": self.values.contiguous(),
-            "bootstrap_values": self.bootstrap_values.contiguous(),
-            "last_values": last_values.reshape(self.num_envs, 1),
-        }
-        _check_finite(inputs)
-        args = (inputs["rewards"], inputs["values"], self.dones, inputs["last_values"])
-        kwargs = {"time_outs": self.time_outs, "bootstrap_values": inputs["bootstrap_values"]}
-        if method == "gae":
-            returns, advantages = compute_gae(*args, gamma, lam, **kwargs)
-        elif method in ("mc", "monte_carlo"):
-            returns, advantages = compute_monte_carlo(*args, gamma, **kwargs)
-        else:
-            raise ValueError(f"compute_returns: method must be 'gae' or 'mc', got {method!r}")
-        if normalize_advantage:
-            advantages = normalize_advantages(advantages)
-        self.returns.copy_(returns)
-        self.advantages.copy_(advantages)
+        self.core.compute_returns(last_values, gamma, lam, normalize_advantage, method)
 
     def get_statistics(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean trajectory length, mean reward) of the stored rollout; ``dones`` is not modified."""
-        dones = self.dones[: self.step].squeeze(-1).clone()
-        dones[-1] = True
-        flat = dones.transpose(0, 1).reshape(-1)
-        ends = torch.cat((flat.new_tensor([-1], dtype=torch.int64), flat.nonzero()[:, 0]))
-        return (ends[1:] - ends[:-1]).float().mean(), self.rewards[: self.step].mean()
+        return self.core.get_statistics()
 
     # ------------------------------------------------------------------ generators
     def generator(self) -> Iterator[DistillationBatch]:
         """Yield one ``DistillationBatch`` (the seed's 7-tuple) per stored step.
 
-        A plain loop over the buffer's ``[T, N]`` views rather than ``mini_batches(T, shuffle=False)``: it yields
-        views (no gather, no copy) and also works on a partly filled rollout, which distillation's per-step updates
-        may read.
+        A plain loop over the ``[T, N]`` views rather than a mini-batch iterator: it yields views (no gather, no
+        copy) and also works on a partly filled rollout, which distillation's per-step updates may read.
         """
         if self.training_type != "distillation":
             raise ValueError("generator() is only available for training_type='distillation'")
@@ -350,7 +357,7 @@ class RolloutStorageMM:
                 actions=self.actions[i],
                 privileged_actions=self.privileged_actions[i],
                 dones=self.dones[i],
-                hidden_states=self._hidden.at_step(i),
+                hidden_states=self.core.hidden.at_step(i),
             )
 
     def _pair(self, obs_name: str, mask_name: str, i: int) -> tuple[Any, torch.Tensor] | None:
@@ -360,11 +367,8 @@ class RolloutStorageMM:
     def mini_batch_generator(self, num_mini_batches: int, num_epochs: int = 8) -> Iterator[PPOBatch]:
         """Yield shuffled flat PPO mini-batches, reshuffled every epoch; every sample appears once per epoch."""
         self._check_rl("mini_batch_generator")
-        batches = self._buffer.mini_batches(
-            num_mini_batches, num_epochs, self._batch_keys, self._amp_keys(), as_dict=True
-        )
-        for batch in batches:
-            yield self._make_batch(batch, hidden=(None, None))
+        for batch in self.core.mini_batches(num_mini_batches, num_epochs, previous_keys=self._amp_keys()):
+            yield self._make_batch(batch)
 
     def recurrent_mini_batch_generator(
         self,
@@ -380,16 +384,18 @@ class RolloutStorageMM:
         epoch.
         """
         self._check_rl("recurrent_mini_batch_generator")
-        table = build_sequences(self.dones, sequence_mode, max_seq_len)
-        batches = self._buffer.mini_batches(
-            num_mini_batches, num_epochs, self._batch_keys, self._amp_keys(), sequences=table, as_dict=True
+        batches = self.core.mini_batches(
+            num_mini_batches,
+            num_epochs,
+            previous_keys=self._amp_keys(),
+            sequence_mode=sequence_mode,
+            max_seq_len=max_seq_len,
         )
         for batch in batches:
-            start_index = batch["indices"][0]  # step 0 of every padded sequence is real: its first step
-            yield self._make_batch(batch, hidden=self._hidden.gather(start_index, self.num_envs))
+            yield self._make_batch(batch)
 
     def _amp_keys(self) -> tuple[str, ...] | None:
-        return self._previous_keys if self._amp is not None else None
+        return ("obs",) if self._amp is not None else None
 
     def _check_rl(self, what: str) -> None:
         if self.training_type != "rl":
@@ -397,29 +403,26 @@ class RolloutStorageMM:
         if self.step != self.num_transitions_per_env:
             raise RuntimeError(f"{what}() needs a full rollout: {self.step} of {self.num_transitions_per_env} stored")
 
-    def _make_batch(self, entries: dict[str, Any], hidden: tuple) -> PPOBatch:
-        """A ``PPOBatch`` from one of the buffer's mini-batches (``[B]`` or padded ``[L, B]``, as a dict)."""
-        get = entries.get
-        obs, ref, critic_ref = get("observations"), None, None
-        if "reference_observations" in entries:
-            ref = (get("reference_observations"), get("reference_observations_mask"))
-            critic_ref = ref
-            if "privileged_reference_observations" in entries:
-                critic_ref = (get("privileged_reference_observations"), get("privileged_reference_observations_mask"))
+    def _make_batch(self, entries: dict[str, Any]) -> PPOBatch:
+        """A ``PPOBatch`` from one of the core's mini-batches (``[B]`` or padded ``[L, B]``)."""
+        get, obs, groups = entries.get, entries["obs"], self._groups
+        observations = self._observations(obs)
+        ref = (obs["reference"], obs["reference_mask"]) if "reference" in groups else None
+        critic_ref = (obs["critic_reference"], obs["critic_reference_mask"]) if "critic_reference" in groups else ref
         batch = PPOBatch(
-            observations=obs,
+            observations=observations,
             reference=ref,
-            critic_observations=get("privileged_observations", obs),
+            critic_observations=obs["critic"] if "critic" in groups else observations,
             critic_reference=critic_ref,
             actions=get("actions"),
             target_values=get("values"),
             advantages=get("advantages"),
             returns=get("returns"),
             old_actions_log_prob=get("actions_log_prob"),
-            old_mu=get("mu"),
-            old_sigma=get("sigma"),
+            old_mu=get("action_mean"),
+            old_sigma=get("action_std"),
             dagger_actions=get("dagger_actions"),
-            hidden_states=hidden,
+            hidden_states=entries["hidden_states"],
             masks=get("masks"),
             rnd_state=get("rnd_state"),
             obs_prev_state=None,
@@ -429,18 +432,9 @@ class RolloutStorageMM:
             indices=get("indices"),
         )
         if self._amp is not None:
-            self._amp.add_pairs(batch, get("previous"), get("previous_valid"))
+            pairs = self._amp.pairs(obs, entries["previous"]["obs"], entries["previous_valid"])
+            batch.amp_pair_valid = pairs.valid
+            batch.obs_prev_state, batch.obs_cur_state = pairs.policy_prev, pairs.policy_cur
+            batch.ref_obs_prev_state, batch.ref_obs_prev_mask = pairs.expert_prev, pairs.expert_prev_mask
+            batch.ref_obs_cur_state, batch.ref_obs_cur_mask = pairs.expert_cur, pairs.expert_cur_mask
         return batch
-
-
-def _check_finite(tensors: dict[str, torch.Tensor]) -> None:
-    """Raise ``FloatingPointError`` naming the first non-finite tensor and index (one device sync per call)."""
-    finite = torch.stack([torch.isfinite(v).all() for v in tensors.values()])
-    if bool(finite.all()):
-        return
-    bad = [name for name, ok in zip(tensors, finite.tolist()) if not ok]
-    where = (~torch.isfinite(tensors[bad[0]])).nonzero()[0].tolist()
-    raise TrainingDiverged(
-        f"RolloutStorageMM.compute_returns: {', '.join(bad)} contain NaN or inf (first at index {where} of "
-        f"{bad[0]}, [t, env, ...]); check the env's reward terms and the critic before training continues"
-    )
