@@ -36,7 +36,7 @@ from mimic_rl.models.actor_critic import Actor
 from mimic_rl.models.normalization import nonfinite_rows
 from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.models.recurrent import HiddenState, zero_done
-from mimic_rl.storage import PolicyRollout, RolloutStorageMM
+from mimic_rl.storage import PolicyRollout, RolloutStorageMM, rollout_of
 
 __all__ = ["PRIVILEGED_GROUPS", "Distillation"]
 
@@ -107,17 +107,13 @@ class Distillation:
             _check_deployable(obs_groups)
         elif student_obs_group in PRIVILEGED_GROUPS:
             _check_deployable(ObsGroups((student_obs_group,)))
-        if storage.training_type != "distillation":
-            raise ValueError(
-                "Distillation needs a PolicyRollout (or RolloutStorageMM) with training_type='distillation'"
-            )
         self.device = torch.device(device)
         self.multi_gpu, self.is_multi_gpu, self.gpu_global_rank, self.gpu_world_size = placement(multi_gpu_cfg)
         self.student = student.to(self.device)
         self.teacher = teacher.to(self.device).eval().requires_grad_(False)
         self.storage = storage
         """The storage given (rsl_rl's attribute): a ``PolicyRollout``, or a seed ``RolloutStorageMM``."""
-        self.rollout: PolicyRollout = storage.core if isinstance(storage, RolloutStorageMM) else storage
+        self.rollout = rollout_of(storage, "distillation", "Distillation")
         """The ``PolicyRollout`` the student learns from (the seed storage's ``core``)."""
         self.transition: dict[str, Any] = {}
         """The step being collected, under the rollout's field names."""

@@ -38,7 +38,7 @@ from mimic_rl.models.actor_critic import Actor, Critic
 from mimic_rl.models.distributions import gaussian_entropy, gaussian_kl, gaussian_log_prob
 from mimic_rl.models.normalization import nonfinite_rows
 from mimic_rl.models.obs_groups import ObsGroups
-from mimic_rl.storage import PolicyRollout, RolloutStorageMM
+from mimic_rl.storage import PolicyRollout, RolloutStorageMM, rollout_of
 from mimic_rl.storage.amp_pairs import PAIR_ONLY_KEYS, AmpPairExtractor
 
 __all__ = ["MMPPO"]
@@ -112,10 +112,8 @@ class MMPPO(AlgorithmState):
         self.critic = critic.to(self.device)
         self.storage = storage
         """The storage given (rsl_rl's attribute): a ``PolicyRollout``, or a seed ``RolloutStorageMM``."""
-        self.rollout: PolicyRollout = storage.core if isinstance(storage, RolloutStorageMM) else storage
+        self.rollout = rollout_of(storage, "rl", "MMPPO")
         """The ``PolicyRollout`` MMPPO stores into and reads mini-batches from (the seed storage's ``core``)."""
-        if self.rollout.training_type != "rl":
-            raise ValueError("MMPPO needs a PolicyRollout (or RolloutStorageMM) with training_type='rl'")
         self.obs_groups = obs_groups
         """Which observation groups the actor and critic read (resolved from the first observations when None)."""
         self.transition: dict[str, Any] = {}
@@ -123,12 +121,7 @@ class MMPPO(AlgorithmState):
         self._hidden: Any = None
         self.learning_rate = float(learning_rate)
         self.critic_learning_rate = None if critic_learning_rate is None else float(critic_learning_rate)
-        groups = [
-            {"params": list(self.actor.parameters()), "lr": self.learning_rate},
-            {"params": list(self.critic.parameters()), "lr": self.critic_learning_rate or self.learning_rate},
-        ]
-        self.optimizer = OPTIMIZERS[optimizer](groups, lr=self.learning_rate)
-
+        self.optimizer = self._make_optimizer(optimizer)
         self.num_learning_epochs = int(num_learning_epochs)
         self.num_mini_batches = int(num_mini_batches)
         self.clip_param = float(clip_param)
@@ -164,6 +157,14 @@ class MMPPO(AlgorithmState):
         self._logs = StepMeans()
         if self.is_multi_gpu:
             self.broadcast_parameters()
+
+    def _make_optimizer(self, name: str) -> torch.optim.Optimizer:
+        """One optimizer, with a parameter group for the actor and one for the critic (its own rate, if given)."""
+        groups = [
+            {"params": list(self.actor.parameters()), "lr": self.learning_rate},
+            {"params": list(self.critic.parameters()), "lr": self.critic_learning_rate or self.learning_rate},
+        ]
+        return OPTIMIZERS[name](groups, lr=self.learning_rate)
 
     def _build_extensions(self, rnd_cfg: Any, symmetry_cfg: Any, dagger_cfg: Any, amp_cfg: Any) -> list[Extension]:
         """The built-in extensions from their config sections (built in this order: it fixes their random init)."""

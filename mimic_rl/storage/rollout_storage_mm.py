@@ -26,7 +26,7 @@ from mimic_rl.storage.policy_rollout import PolicyRollout
 from mimic_rl.storage.rollout import RolloutBuffer
 from mimic_rl.storage.sequences import SequenceMode
 
-__all__ = ["RolloutStorageMM"]
+__all__ = ["RolloutStorageMM", "rollout_of"]
 
 _SEED_NAMES = {  # seed buffer -> core field (or observation group, as ("obs", group))
     "observations": None,  # the policy group, or the groups of a TensorDict obs_shape
@@ -438,3 +438,12 @@ class RolloutStorageMM:
             batch.ref_obs_prev_state, batch.ref_obs_prev_mask = pairs.expert_prev, pairs.expert_prev_mask
             batch.ref_obs_cur_state, batch.ref_obs_cur_mask = pairs.expert_cur, pairs.expert_cur_mask
         return batch
+
+
+def rollout_of(storage: PolicyRollout | RolloutStorageMM, training_type: str, who: str) -> PolicyRollout:
+    """The ``PolicyRollout`` an algorithm stores into: ``storage`` itself, or a seed storage's ``core``; a storage of
+    another training type is a ``ValueError``."""
+    rollout = storage.core if isinstance(storage, RolloutStorageMM) else storage
+    if rollout.training_type != training_type:
+        raise ValueError(f"{who} needs a PolicyRollout or RolloutStorageMM of training_type={training_type!r}")
+    return rollout
