@@ -189,7 +189,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     checkpoint = log_dir / f"model_{runner.iteration}.pt"
     print(f"checkpoint: {checkpoint}")
     if not args.no_eval:
-        evaluation = _evaluate(checkpoint, cfg.runner.eval_envs)
+        evaluation = _evaluate(checkpoint, cfg.runner.eval_envs, device=cfg.runner.device)
         (log_dir / "eval.json").write_text(json.dumps(evaluation, indent=2))
         from mimic_rl.plotting import plot_eval
 
@@ -197,27 +197,32 @@ def cmd_train(args: argparse.Namespace) -> int:
         _print_summary(evaluation)
         print(f"eval: {log_dir / 'eval.json'}; plots: {', '.join(str(p) for p in written)}")
         if distill:
-            _compare_with_teacher(args, evaluation, log_dir, cfg.runner.eval_envs)
+            _compare_with_teacher(args, evaluation, log_dir, cfg.runner.eval_envs, cfg.runner.device)
     if distill and not args.no_export:
         _export(checkpoint, log_dir / "export", onnx=True)
     return 0
 
 
-def _compare_with_teacher(args: argparse.Namespace, student: dict[str, Any], log_dir: Path, num_envs: int) -> None:
+def _compare_with_teacher(
+    args: argparse.Namespace, student: dict[str, Any], log_dir: Path, num_envs: int, device: str
+) -> None:
     """Evaluate the teacher the same way (when it is this package's checkpoint) and print both."""
     from mimic_rl.serialization import checkpoint_kind, load_checkpoint
 
     if checkpoint_kind(load_checkpoint(args.teacher, what="--teacher")) != "train":
         return
-    teacher = _evaluate(args.teacher, num_envs, what="--teacher")
+    teacher = _evaluate(args.teacher, num_envs, what="--teacher", device=device)
     (log_dir / "eval_teacher.json").write_text(json.dumps(teacher, indent=2))
     s, t = student["summary"]["root_mpjpe_mm"], teacher["summary"]["root_mpjpe_mm"]
     print(f"root-relative MPJPE: student {s:.1f} mm, teacher {t:.1f} mm ({100 * (s / t - 1):+.1f}%)")
 
 
 # ---------------------------------------------------------------------------------------------------- a trained policy
-def load_policy(checkpoint: str | Path, what: str = "--checkpoint") -> tuple[Any, Any, dict[str, Any]]:
-    """(config, deployable policy, checkpoint) of a training or a distillation checkpoint, checked."""
+def load_policy(
+    checkpoint: str | Path, what: str = "--checkpoint", device: str = "cpu"
+) -> tuple[Any, Any, dict[str, Any]]:
+    """(config, deployable policy, checkpoint) of a training or a distillation checkpoint, checked; the policy and the
+    config's env on ``device`` (whichever device the checkpoint was trained on)."""
     from mimic_rl.config import DistillConfig, TrainConfig, load_config
     from mimic_rl.models.actor_critic import Actor
     from mimic_rl.runners.compat import check_checkpoint_fits
@@ -241,21 +246,26 @@ def load_policy(checkpoint: str | Path, what: str = "--checkpoint") -> tuple[Any
     except ConfigError as exc:
         raise CheckpointError(f"{checkpoint}: {what}: its config does not load in this mimic_rl ({exc})") from None
     cfg.env.motions = [resolve_motion(m) for m in cfg.env.motions]
+    cfg.runner.device = cfg.env.device = device
     try:
         actor = Actor(**state[f"{prefix}_cfg"])
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"{checkpoint}: {what}: its {prefix}_cfg does not build a policy ({exc})") from None
     check_checkpoint_fits(state, checkpoint, {prefix: actor}, state["config"], what)
     actor.load_state_dict(state[f"{prefix}_state_dict"])
-    return cfg, actor.eval(), state
+    return cfg, actor.to(device).eval(), state
 
 
 def _evaluate(
-    checkpoint: str | Path, num_envs: int, motions: list[str] | None = None, what: str = "--checkpoint"
+    checkpoint: str | Path,
+    num_envs: int,
+    motions: list[str] | None = None,
+    what: str = "--checkpoint",
+    device: str = "cpu",
 ) -> dict[str, Any]:
     from mimic_rl.runners.evaluation import evaluate_policy
 
-    cfg, actor, state = load_policy(checkpoint, what)
+    cfg, actor, state = load_policy(checkpoint, what, device)
     if motions:
         cfg.env.motions = [resolve_motion(m) for m in motions]
     evaluation = evaluate_policy(actor, cfg, num_envs, source=str(checkpoint), trained_config=state["config"])
@@ -278,8 +288,11 @@ def _print_summary(evaluation: dict[str, Any]) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Per-clip metrics of a checkpoint, as JSON."""
+    from mimic_rl.utils import check_device
+
     out = _output_file(args.output, "--output")
-    evaluation = _evaluate(args.checkpoint, args.num_envs, args.motion)
+    device = check_device(args.device, "--device")
+    evaluation = _evaluate(args.checkpoint, args.num_envs, args.motion, device=device)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(evaluation, indent=2))
     _print_summary(evaluation)
@@ -333,11 +346,13 @@ def cmd_play(args: argparse.Namespace) -> int:
     """Run a checkpoint, print tracking metrics every second of sim time, optionally write a video."""
     from mimic_rl.envs.mujoco import MujocoTrackingEnv
     from mimic_rl.runners.compat import check_policy_fits_env
+    from mimic_rl.utils import check_device
 
     if args.video and Path(args.video).suffix.lower() not in (".gif", ".mp4"):
         raise UsageError(f"{args.video}: --video: expected a .gif or .mp4 file name, found {Path(args.video).suffix!r}")
     video = _output_file(args.video, "--video") if args.video else None
-    cfg, actor, state = load_policy(args.checkpoint)
+    device = check_device(args.device, "--device")
+    cfg, actor, state = load_policy(args.checkpoint, device=device)
     if cfg.env.backend != "mujoco":
         raise UsageError(
             f"{args.checkpoint}: play runs the embedded env, and this policy was trained on {cfg.env.backend}; use "

@@ -238,7 +238,6 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("config_bad_choice", _train("--task", "{bad_choice}"), (r"env\.sampling_mode", r"'random'")),
     ("config_bad_alg_value", _train("--task", "{bad_alg_value}"), (r"algorithm\.learning_rate", r"'fast'")),
     ("config_bad_range", _train("--task", "{bad_range}"), (r"env\.reward\.body_pos_std", r"> 0, found -0\.1")),
-    ("config_cuda", _train("--task", "{yaml_cuda}"), (r"runner\.device", r"--device cpu")),
     # ---------------------------------------------------------------- options
     ("num_envs_zero", _train("--num-envs", "0"), (r"--num-envs", r">= 1, found 0")),
     ("num_envs_negative", _train("--num-envs", "-3"), (r"--num-envs", r"found -3")),
@@ -251,7 +250,14 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("eval_envs_zero", _train("--eval-envs", "0"), (r"--eval-envs", r"found 0")),
     ("csv_fps_nan", _train("--csv-fps", "nan"), (r"--csv-fps", r"frame rate")),
     ("csv_fps_huge", _train("--csv-fps", "1e9"), (r"--csv-fps", r"frame rate")),
-    ("device_cuda", _train("--device", "cuda"), (r"--device", r"available here: cpu", r"--device cpu")),
+    *(  # on a machine without CUDA (on a GPU machine, --device cuda is valid)
+        [
+            ("device_cuda", _train("--device", "cuda"), (r"--device", r"available here: cpu", r"--device cpu")),
+            ("config_cuda", _train("--task", "{yaml_cuda}"), (r"runner\.device", r"--device cpu")),
+        ]
+        if not torch.cuda.is_available()
+        else []
+    ),
     ("device_bogus", _train("--device", "gpu"), (r"--device", r"'gpu'", r"--device cpu")),
     ("device_index", _train("--device", "cuda:7"), (r"--device", r"cuda:7")),
     ("unknown_option", _train("--lr", "3"), (r"--lr", r"unrecognized")),
@@ -259,6 +265,12 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("log_dir_is_file", _train("--log-dir", "{a_file}"), (r"a_file: --log-dir", r"found a file")),
     ("play_steps_zero", ["play", "--checkpoint", "{good}", "--steps", "0"], (r"--steps", r"found 0")),
     ("play_video_suffix", ["play", "--checkpoint", "{good}", "--video", "{root}/v.avi"], (r"--video", r"\.gif")),
+    ("play_device_index", ["play", "--checkpoint", "{good}", "--device", "cuda:99"], (r"--device", r"cuda:99")),
+    (
+        "eval_device_bogus",
+        ["eval", "--checkpoint", "{good}", "--output", "{root}/e.json", "--device", "tpu"],
+        (r"--device", r"'tpu'", r"--device cpu"),
+    ),
     (
         "eval_num_envs_zero",
         ["eval", "--checkpoint", "{good}", "--output", "{root}/e.json", "--num-envs", "0"],

@@ -95,14 +95,14 @@ def evaluate_policy(
 def _evaluate_clip(env: Any, policy: Any, clip: Any, body_names: list[str]) -> dict:
     """Play ``clip`` from its first frame in every env of ``env`` until each env's first episode ends."""
     clip_steps = max(1, int(clip.duration / env.step_dt))
-    evaluation = FromStartEvaluation(env.num_envs, body_names, env.step_dt)
+    evaluation = FromStartEvaluation(env.num_envs, body_names, env.step_dt, env.device)
     obs = env.get_observations()
     policy.reset()  # a recurrent policy starts each clip from a zero state
     for _ in range(clip_steps + 5):
         obs, _, dones, extras = env.step(policy(obs))
         policy.reset(dones)
-        tracking = {k: v.cpu() for k, v in extras["tracking"].items()}
-        evaluation.record(tracking, dones.cpu(), tracking["terminated"])
+        tracking = extras["tracking"]
+        evaluation.record(tracking, dones, tracking["terminated"])
         if not evaluation.any_alive:
             break
     name = Path(str(clip.metadata.get("source", "clip"))).stem

@@ -2,7 +2,8 @@
 
 Every backend's evaluation feeds it the per-env metrics of each step; it keeps the averages over the steps each env
 was alive, success (an episode that ended without a termination, or reached the end of the clip), the errors over the
-clip's time with the number of envs still alive, and the times at which episodes terminated.
+clip's time with the number of envs still alive, and the times at which episodes terminated. ``record`` stays on the
+device (no host sync); ``result`` reads everything back once.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ __all__ = ["EVAL_METRICS", "FromStartEvaluation"]
 
 EVAL_METRICS = ("global_mpjpe_mm", "root_mpjpe_mm", "joint_pos_error", "joint_vel_rms_error", "ee_error_mm")
 """Per-env metrics averaged over each env's alive steps (``body_error_mm`` ``[N, B]`` is needed too)."""
+SERIES = ("global_mpjpe_mm", "root_mpjpe_mm")
+"""Metrics recorded over the clip's time (the mean over the envs still alive)."""
 
 
 class FromStartEvaluation:
@@ -29,9 +32,9 @@ class FromStartEvaluation:
         self.length = torch.zeros(num_envs, device=device)
         self.sums = {k: torch.zeros(num_envs, dtype=torch.float64, device=device) for k in EVAL_METRICS}
         self.body_sum = torch.zeros(len(self.body_names), dtype=torch.float64, device=device)
-        self.body_count = 0
-        self.over_time: dict[str, list[float]] = {"time_s": [], "global_mpjpe_mm": [], "root_mpjpe_mm": [], "alive": []}
-        self.failures: list[float] = []
+        self.body_count = torch.zeros((), dtype=torch.float64, device=device)
+        self._series: list[torch.Tensor] = []
+        """Per step: (envs alive, their mean global MPJPE, their mean root-relative MPJPE, terminations)."""
 
     @property
     def any_alive(self) -> bool:
@@ -43,18 +46,16 @@ class FromStartEvaluation:
         (``[N]`` bool: the episode ended at this step, by a termination)."""
         self.steps_done += 1
         alive = self.alive
+        count = alive.sum().double()
         for k in EVAL_METRICS:
             self.sums[k] += torch.where(alive, metrics[k].double(), 0.0)
-        self.body_sum += metrics["body_error_mm"][alive].double().sum(0)
-        self.body_count += int(alive.sum())
-        self.over_time["time_s"].append(self.steps_done * self.step_dt)
-        self.over_time["alive"].append(int(alive.sum()))
-        for k in ("global_mpjpe_mm", "root_mpjpe_mm"):
-            self.over_time[k].append(float(metrics[k][alive].mean()))
+        self.body_sum += torch.where(alive.unsqueeze(-1), metrics["body_error_mm"].double(), 0.0).sum(0)
+        self.body_count += count
+        means = [torch.where(alive, metrics[k].double(), 0.0).sum() / count.clamp(min=1) for k in SERIES]
         self.length += alive.float()
         ended = alive & dones
         self.success |= ended & ~terminated
-        self.failures += [self.steps_done * self.step_dt] * int((ended & terminated).sum())
+        self._series.append(torch.stack((count, *means, (ended & terminated).sum().double())))
         self.alive = alive & ~dones
 
     def result(self, name: str, duration_s: float, clip_steps: int, end_is_success: bool = False) -> dict[str, Any]:
@@ -67,8 +68,15 @@ class FromStartEvaluation:
         entry["success_rate"] = float(success.float().mean())
         entry["episode_length"] = float(self.length.mean())
         entry["episode_length_fraction"] = float(self.length.mean()) / max(1, clip_steps)
-        entry["failure_times_s"] = self.failures
-        per_body = self.body_sum / max(1, self.body_count)
+        series = torch.stack(self._series).tolist() if self._series else []
+        times = [(i + 1) * self.step_dt for i in range(len(series))]
+        entry["failure_times_s"] = [t for t, row in zip(times, series) for _ in range(round(row[3]))]
+        per_body = self.body_sum / self.body_count.clamp(min=1)
         entry["per_body_mpjpe_mm"] = {b: float(v) for b, v in zip(self.body_names, per_body)}
-        entry["over_time"] = self.over_time
+        entry["over_time"] = {
+            "time_s": times,
+            "global_mpjpe_mm": [row[1] for row in series],
+            "root_mpjpe_mm": [row[2] for row in series],
+            "alive": [round(row[0]) for row in series],
+        }
         return entry
