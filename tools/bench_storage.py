@@ -133,7 +133,7 @@ def run_policy_rollout(rollout, num_envs, steps, epochs, mini_batches, device):
     st.compute_returns(last_values, 0.99, 0.95, normalize_advantage=True)
     sync(device)
     t2 = time.perf_counter()
-    for _batch in st.mini_batches(mini_batches, epochs):
+    for _batch in st.mini_batches(mini_batches, epochs, reuse=True):  # as MMPPO's update reads them
         pass
     sync(device)
     t3 = time.perf_counter()

@@ -17,7 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from mimic_rl.algorithms.extensions import Extension, SideLoss, flat_rows
-from mimic_rl.algorithms.ppo_losses import masked_mean
+from mimic_rl.algorithms.optimizers import make_optimizer
 from mimic_rl.models.mlp import MLP
 from mimic_rl.models.normalization import EmpiricalNormalizer
 from mimic_rl.storage.amp_pairs import AmpPairExtractor, AmpPairs
@@ -41,8 +41,8 @@ class Discriminator(nn.Module):
         self.net = MLP(2 * num_features, 1, hidden_dims, activation)
 
     def normalize(self, prev: torch.Tensor, cur: torch.Tensor) -> torch.Tensor:
-        """Normalized pair input ``[..., 2F]``."""
-        return torch.cat((self.normalizer(prev), self.normalizer(cur)), dim=-1)
+        """Normalized pair input ``[..., 2F]`` (both states in one normalization)."""
+        return self.normalizer(torch.stack((prev, cur), dim=-2)).flatten(-2)
 
     def forward(self, pair_input: torch.Tensor) -> torch.Tensor:
         """Logit ``[...]`` for a normalized pair input."""
@@ -102,12 +102,14 @@ class AMP:
             for n, p in self.discriminator.net.named_parameters()
             if not n.startswith(f"{len(self.discriminator.net) - 1}.")
         ]
-        self.optimizer = torch.optim.Adam(
+        self.optimizer = make_optimizer(
+            "adam",
             [
                 {"params": trunk, "weight_decay": weight_decay},
                 {"params": list(out.parameters()), "weight_decay": output_weight_decay},
             ],
-            lr=learning_rate,
+            learning_rate,
+            self.device,
         )
         self.replay_size = int(replay_buffer_size)
         self._replay = torch.zeros(self.replay_size, 2, num_features, device=self.device)
@@ -144,34 +146,40 @@ class AMP:
         expert_cur: torch.Tensor,
         expert_valid: torch.Tensor | None,
     ) -> dict[str, torch.Tensor]:
-        """Discriminator loss terms and accuracies (tensors) for one batch of policy and expert pairs."""
-        disc = self.discriminator
-        policy_in = disc.normalize(policy_prev, policy_cur).detach()
-        expert_in = disc.normalize(expert_prev, expert_cur).detach().requires_grad_(True)
-        logits = disc(torch.cat((policy_in, expert_in)))  # one pass over both sets
-        d_policy, d_expert = logits[: policy_in.shape[0]], logits[policy_in.shape[0] :]
+        """Discriminator loss terms and accuracies (tensors) for one batch of policy and expert pairs.
+
+        Few operations (a GPU runs this step launch-bound): one normalization and one discriminator pass over both
+        sets, the R1 gradient of the expert rows in the same graph, and one masked mean per set over all its
+        per-pair terms.
+        """
+        disc, n = self.discriminator, policy_prev.shape[0]
+        pairs = disc.normalize(torch.cat((policy_prev, expert_prev)), torch.cat((policy_cur, expert_cur)))
+        pairs = pairs.detach().requires_grad_(True)
+        logits = disc(pairs)  # one pass over both sets
+        d_policy, d_expert = logits[:n], logits[n:]
         if self.loss_type == "bce":
             s = self.label_smoothing
             loss_expert = F.binary_cross_entropy_with_logits(
                 d_expert, torch.full_like(d_expert, 1.0 - s), reduction="none"
             )
             loss_policy = F.binary_cross_entropy_with_logits(d_policy, torch.full_like(d_policy, s), reduction="none")
-            loss = 0.5 * (masked_mean(loss_expert, expert_valid) + masked_mean(loss_policy, policy_valid))
         elif self.loss_type == "lsgan":
-            loss = 0.5 * (
-                masked_mean((d_expert - 1.0).square(), expert_valid)
-                + masked_mean((d_policy + 1.0).square(), policy_valid)
-            )
-        else:
-            loss = masked_mean(d_policy, policy_valid) - masked_mean(d_expert, expert_valid)
-        grad = torch.autograd.grad(d_expert.sum(), expert_in, create_graph=True)[0]
-        penalty = masked_mean(grad.square().sum(-1), expert_valid)
+            loss_expert, loss_policy = (d_expert - 1.0).square(), (d_policy + 1.0).square()
+        else:  # wgan: mean(D(policy)) - mean(D(expert))
+            loss_expert, loss_policy = -d_expert, d_policy
+        # R1 on the expert pairs only: the gradient of sum(D(expert)) with respect to the expert rows of the input
+        weights = torch.cat((torch.zeros_like(d_policy), torch.ones_like(d_expert))).detach()
+        grad = torch.autograd.grad(logits, pairs, grad_outputs=weights, create_graph=True)[0][n:]
+        policy = _masked_column_means(torch.stack((loss_policy, (d_policy < 0).to(logits.dtype)), -1), policy_valid)
+        expert_terms = (loss_expert, (d_expert > 0).to(logits.dtype), grad.square().sum(-1))
+        expert = _masked_column_means(torch.stack(expert_terms, -1), expert_valid)
+        loss = policy[0] + expert[0] if self.loss_type == "wgan" else 0.5 * (policy[0] + expert[0])
         return {
             "amp_loss": loss,
-            "amp_grad_penalty": penalty,
-            "amp_total": loss + self.gradient_penalty_coef * penalty,
-            "amp_policy_accuracy": masked_mean((d_policy < 0).to(d_policy.dtype), policy_valid).detach(),
-            "amp_expert_accuracy": masked_mean((d_expert > 0).to(d_expert.dtype), expert_valid).detach(),
+            "amp_grad_penalty": expert[2],
+            "amp_total": loss + self.gradient_penalty_coef * expert[2],
+            "amp_policy_accuracy": policy[1].detach(),
+            "amp_expert_accuracy": expert[1].detach(),
         }
 
     def sample_expert(self, num: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -227,6 +235,14 @@ class AMP:
         self.num_steps = int(state.get("num_steps", 0))
 
 
+def _masked_column_means(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Mean of each column of ``x`` ``[M, C]`` over the rows where ``mask`` is True (every row without a mask)."""
+    if mask is None:
+        return x.mean(0)
+    w = mask.to(x.dtype)
+    return (x * w.unsqueeze(-1)).sum(0) / w.sum().clamp(min=1.0)
+
+
 class AmpExtension(Extension):
     """MMPPO's AMP hooks: the style reward at collection, the discriminator step per mini-batch (its own optimizer),
     the feature normalizer after the update, the replay buffer in the runtime state."""
@@ -264,7 +280,8 @@ class AmpExtension(Extension):
             return
         done = 0
         while done < amp.pretrain_steps:
-            for batch in alg.rollout.mini_batches(alg.num_mini_batches, 1, previous_keys=self.previous_keys):
+            batches = alg.rollout.mini_batches(alg.num_mini_batches, 1, previous_keys=self.previous_keys, reuse=True)
+            for batch in batches:
                 terms = self._terms(alg, batch)
                 amp.optimizer.zero_grad(set_to_none=True)
                 terms["amp_total"].backward()
@@ -323,7 +340,8 @@ class AmpExtension(Extension):
         r_prev, r_cur, r_valid = amp.with_replay(p_prev, p_cur, p_valid)
         terms: dict[str, Any] = amp.losses(r_prev, r_cur, r_valid, e_prev, e_cur, e_valid)
         terms["_policy_pairs"] = (p_prev.detach(), p_cur.detach(), p_valid)
-        terms["_expert_states"] = (e_cur.detach(), e_valid)
+        # kept until after the update (the normalizer), beyond this batch, whose buffers the next batch reuses
+        terms["_expert_states"] = (e_cur.detach().clone(), None if e_valid is None else e_valid.clone())
         return terms
 
     @torch.no_grad()

@@ -27,7 +27,7 @@ from tensordict import TensorDictBase
 from torch import nn
 
 from mimic_rl.algorithms.distributed import MultiGPUConfig, all_reduce_gradients, broadcast_modules, placement
-from mimic_rl.algorithms.ppo import OPTIMIZERS
+from mimic_rl.algorithms.optimizers import OPTIMIZERS, make_optimizer
 from mimic_rl.algorithms.registry import builder_for, register_algorithm
 from mimic_rl.algorithms.schedules import Schedule
 from mimic_rl.algorithms.step_means import StepMeans
@@ -124,7 +124,7 @@ class Distillation:
         self.max_grad_norm = max_grad_norm
         self.loss_type = loss_type
         self.loss_fn = _LOSSES[loss_type]
-        self.optimizer = OPTIMIZERS[optimizer](self.student.parameters(), lr=self.learning_rate)
+        self.optimizer = make_optimizer(optimizer, self.student.parameters(), self.learning_rate, self.device)
         self.beta = Schedule.from_any(teacher_action_prob, "teacher_action_prob")
         self.stochastic_student = bool(stochastic_student)
         self.student_obs_group = student_obs_group

@@ -28,6 +28,7 @@ from mimic_rl.algorithms.amp import AMP, AmpExtension
 from mimic_rl.algorithms.dagger import DaggerExtension, DaggerGuidance
 from mimic_rl.algorithms.distributed import MultiGPUConfig, placement
 from mimic_rl.algorithms.extensions import Extension, PolicyOutput, SideLoss
+from mimic_rl.algorithms.optimizers import OPTIMIZERS, make_optimizer
 from mimic_rl.algorithms.ppo_state import AlgorithmState
 from mimic_rl.algorithms.registry import builder_for, register_algorithm
 from mimic_rl.algorithms.rnd import RandomNetworkDistillation, RndExtension
@@ -59,8 +60,6 @@ next to the model inputs ``obs``, ``ref``, ``critic_obs`` and ``critic_ref``).""
 SCHEDULES = ("adaptive", "adaptive_update", "fixed")
 """``adaptive``: rsl_rl's rule after every mini-batch (the KL so far against the rollout's policy); ``adaptive_update``:
 the same rule once per update, on the KL of the whole update (the last mini-batch's); ``fixed``: no change."""
-
-OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 
 
 @register_algorithm("MMPPO")
@@ -164,7 +163,7 @@ class MMPPO(AlgorithmState):
             {"params": list(self.actor.parameters()), "lr": self.learning_rate},
             {"params": list(self.critic.parameters()), "lr": self.critic_learning_rate or self.learning_rate},
         ]
-        return OPTIMIZERS[name](groups, lr=self.learning_rate)
+        return make_optimizer(name, groups, self.learning_rate, self.device)
 
     def _build_extensions(self, rnd_cfg: Any, symmetry_cfg: Any, dagger_cfg: Any, amp_cfg: Any) -> list[Extension]:
         """The built-in extensions from their config sections (built in this order: it fixes their random init)."""
@@ -339,7 +338,8 @@ class MMPPO(AlgorithmState):
 
     def _mini_batches(self, epochs: int | None = None) -> Iterator[dict[str, Any]]:
         """The update's mini-batches (``PolicyRollout.mini_batches``): flat, or padded sequences for recurrent
-        models, with the previous step of the fields the extensions ask for."""
+        models, with the previous step of the fields the extensions ask for. Flat batches reuse their buffers: each
+        is done with (forward, backward, step) before the next is gathered, and what outlives it is copied."""
         recurrent = self.actor.is_recurrent or self.critic.is_recurrent
         return self.rollout.mini_batches(
             self.num_mini_batches,
@@ -347,6 +347,7 @@ class MMPPO(AlgorithmState):
             previous_keys=self._previous_keys or None,
             sequence_mode=self.sequence_mode if recurrent else None,
             max_seq_len=self.max_seq_len,
+            reuse=True,
         )
 
     def _policy_terms(self, batch: dict[str, Any]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
@@ -419,7 +420,10 @@ class MMPPO(AlgorithmState):
             nn.utils.clip_grad_norm_(self.actor.parameters(), self.max_grad_norm),
             nn.utils.clip_grad_norm_(self.critic.parameters(), self.max_grad_norm),
         ]
-        norms += [nn.utils.clip_grad_norm_(side.params, float("inf")) for side in sides if side.checked]
+        for side in sides:  # checked, not clipped: the norm alone
+            grads = [p.grad for p in side.params if p.grad is not None] if side.checked else []
+            if grads:
+                norms.append(nn.utils.get_total_norm(grads))
         check = torch.stack([kl.float(), torch.stack([loss.float(), *norms]).isfinite().all().logical_not().float()])
         if self.is_multi_gpu:  # the same KL and skip decision on every rank
             torch.distributed.all_reduce(check)

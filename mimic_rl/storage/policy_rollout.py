@@ -244,6 +244,7 @@ class PolicyRollout:
         sequence_mode: SequenceMode | str | None = None,
         max_seq_len: int | None = None,
         shuffle: bool = True,
+        reuse: bool = False,
     ) -> Iterator[dict[str, Any]]:
         """Shuffled mini-batches of the full rollout, reshuffled every epoch; every sample once per epoch.
 
@@ -252,7 +253,8 @@ class PolicyRollout:
         step, or ``(None, None)``). With ``previous_keys``: ``previous`` (those fields at step t - 1 of the same env)
         and ``previous_valid``. With ``sequence_mode`` (recurrent models): padded ``[L, B]`` sequences with ``masks``
         and ``loss_mask`` (``RolloutBuffer.mini_batches``). ``shuffle=False`` and ``num_mini_batches=num_steps``
-        give the rollout step by step, in time order.
+        give the rollout step by step, in time order. ``reuse=True`` gathers flat batches into the same buffers
+        (each batch overwrites the previous one's tensors; MMPPO's update consumes them one at a time).
         """
         if keys is None:
             keys = self.batch_keys if self.training_type == "rl" else self.fields
@@ -260,7 +262,14 @@ class PolicyRollout:
         if sequence_mode is not None:
             table = build_sequences(self.get()["dones"], sequence_mode, max_seq_len)
         batches = self.buffer.mini_batches(
-            num_mini_batches, num_epochs, keys, previous_keys, sequences=table, shuffle=shuffle, as_dict=True
+            num_mini_batches,
+            num_epochs,
+            keys,
+            previous_keys,
+            sequences=table,
+            shuffle=shuffle,
+            as_dict=True,
+            reuse=reuse,
         )
         for batch in batches:
             if table is None:

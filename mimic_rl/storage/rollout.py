@@ -21,7 +21,8 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from mimic_rl.storage.layout import FLAG, FLOAT, PackedStore
+from mimic_rl.storage.gather import GatherPlan
+from mimic_rl.storage.layout import FLAG, PackedStore
 from mimic_rl.storage.sequences import SequenceMode, SequenceTable, build_sequences, pad_indices
 
 __all__ = ["FieldSpec", "RolloutBuffer"]
@@ -48,16 +49,6 @@ class FieldSpec:
 
 SpecEntry = tuple[int, ...] | Mapping[str, Any] | TensorDictBase | torch.Tensor | FieldSpec
 """A per-env shape (float32), a mapping of groups, an example ``[N, ...]`` tensor or TensorDict, or a FieldSpec."""
-
-
-@dataclass
-class _Plan:
-    """What one gather fetches for a list of fields: the stores and the window of float columns."""
-
-    names: tuple[str, ...]
-    stores: tuple[str, ...]
-    columns: tuple[int, int] | None
-    offset: int
 
 
 def _field_spec(entry: Any) -> FieldSpec:
@@ -231,6 +222,7 @@ class RolloutBuffer:
         max_seq_len: int | None = None,
         shuffle: bool = True,
         as_dict: bool = False,
+        reuse: bool = False,
     ) -> Iterator[TensorDict] | Iterator[dict[str, Any]]:
         """Shuffled mini-batches of a full rollout, reshuffled every epoch; every sample once per epoch.
 
@@ -245,17 +237,21 @@ class RolloutBuffer:
         One ``randperm`` per epoch (``shuffle=False``: the stored order, so ``num_mini_batches=num_steps`` yields the
         rollout step by step, as distillation reads it) and one gather per store per batch, restricted to the float
         columns the fields occupy. ``as_dict=True`` yields the same entries as plain dicts (``"previous"`` too),
-        which saves building the TensorDicts (tens of microseconds a batch) in hot loops.
+        which saves building the TensorDicts (tens of microseconds a batch) in hot loops. ``reuse=True`` (flat
+        batches) gathers every batch into the same buffers (``GatherPlan``): a batch's tensors are overwritten by the
+        next, so use it only where each batch is done with before the next is asked for.
         """
         if not self.is_full:
             raise RuntimeError(f"mini_batches() needs a full rollout: {self.step} of {self.num_steps} steps stored")
-        plan = self._plan(self._names(keys, "keys"), flags=False)
+        table = self._sequence_table(sequences, max_seq_len)
+        reuse = reuse and table is None  # padded sequences have a new shape every batch
+        plan = GatherPlan.build(self.store, self._names(keys, "keys"), reuse=reuse)
         prev_plan = None
         if previous_keys is not None:
             if self._done_column is None:
                 raise ValueError("previous_keys needs the done flags: declare a bool field named by done_key")
-            prev_plan = self._plan(self._names(previous_keys, "previous_keys"), flags=True)
-        table = self._sequence_table(sequences, max_seq_len)
+            names = self._names(previous_keys, "previous_keys")
+            prev_plan = GatherPlan.build(self.store, names, flags=True, previous=True, reuse=reuse)
         count = self.num_steps * self.num_envs if table is None else len(table)
         if not 1 <= num_mini_batches <= count:
             unit = "samples" if table is None else "sequences"
@@ -273,20 +269,6 @@ class RolloutBuffer:
             raise KeyError(f"RolloutBuffer.mini_batches: {what} {unknown} are not fields; fields: {fields}")
         return names
 
-    def _plan(self, names: tuple[str, ...], flags: bool) -> _Plan:
-        """Stores to gather for ``names`` (plus the flags if ``flags``) and their float column window."""
-        store = self.store
-        stores = [FLAG] if flags else []
-        for name in names:
-            for leaf in store.fields[name].leaves.values():
-                if leaf.store not in stores:
-                    stores.append(leaf.store)
-        if FLOAT not in stores:
-            return _Plan(names, tuple(stores), None, 0)
-        start = min(store.columns_start(n) for n in names)
-        stop = max(store.columns_end(n) for n in names)
-        return _Plan(names, tuple(stores), (start, stop), start)
-
     def _sequence_table(self, sequences: Any, max_seq_len: int | None) -> SequenceTable | None:
         if sequences is None or isinstance(sequences, SequenceTable):
             return sequences
@@ -299,8 +281,8 @@ class RolloutBuffer:
         num_mini_batches: int,
         num_epochs: int,
         count: int,
-        plan: _Plan,
-        prev_plan: _Plan | None,
+        plan: GatherPlan,
+        prev_plan: GatherPlan | None,
         table: SequenceTable | None,
         shuffle: bool,
     ) -> Iterator[dict[str, Any]]:
@@ -316,26 +298,24 @@ class RolloutBuffer:
     def _batch(
         self,
         index: torch.Tensor,
-        plan: _Plan,
-        prev_plan: _Plan | None,
+        plan: GatherPlan,
+        prev_plan: GatherPlan | None,
         masks: torch.Tensor | None = None,
         loss_mask: torch.Tensor | None = None,
     ) -> dict[str, Any]:
         """The batch at flat rollout indices ``index`` (``[B]`` or padded ``[L, B]``), one gather per store."""
-        store, lead = self.store, tuple(index.shape)
-        rows = store.gather(index + self.num_envs, plan.stores, plan.columns)  # extended row t + 1 is step t
-        if masks is not None:  # zero the padding so that padded steps are inert
+        lead = tuple(index.shape)
+        if masks is None:
+            _, out = plan.fetch(index)
+        else:  # zero the padding so that padded steps are inert
             keep = masks.unsqueeze(-1)
-            rows = {key: value & keep if key == FLAG else value * keep for key, value in rows.items()}
-        out: dict[str, Any] = {n: store.assemble(store.fields[n], rows, lead, plan.offset) for n in plan.names}
+            rows = {key: value & keep if key == FLAG else value * keep for key, value in plan.gather(index).items()}
+            out = plan.assemble(rows, lead)
         out["indices"] = index
         if masks is not None:
             out["masks"], out["loss_mask"] = masks, loss_mask
         if prev_plan is not None:
-            prev = store.gather(index, prev_plan.stores, prev_plan.columns)  # extended row t is step t - 1
+            prev, out["previous"] = prev_plan.fetch(index)  # step t - 1 of the same env
             valid = ~prev[FLAG][..., self._done_column]
             out["previous_valid"] = valid if masks is None else valid & masks
-            out["previous"] = {
-                n: store.assemble(store.fields[n], prev, lead, prev_plan.offset) for n in prev_plan.names
-            }
         return out
