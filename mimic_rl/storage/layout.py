@@ -120,50 +120,18 @@ class PackedStore:
         """Number of columns of a store."""
         return self._width[store]
 
-    def assemble(self, f: Field, rows: Mapping[str, torch.Tensor], lead: tuple[int, ...], float_offset: int = 0) -> Any:
-        """Build a field's tensor (or TensorDict) from store rows shaped ``[*lead, width]``.
-
-        ``float_offset`` is the first float column that ``rows`` holds (see ``gather``'s column window).
-        """
+    def assemble(self, f: Field, rows: Mapping[str, torch.Tensor], lead: tuple[int, ...]) -> Any:
+        """Build a field's tensor (or TensorDict) from store rows shaped ``[*lead, width]`` (its views)."""
         out = {}
         for key, leaf in f.leaves.items():
-            src = rows[leaf.store]
-            shift = float_offset if leaf.store == FLOAT else 0
-            out[key] = src[..., leaf.start - shift : leaf.stop - shift].view(*lead, *leaf.shape)
+            out[key] = rows[leaf.store][..., leaf.start : leaf.stop].view(*lead, *leaf.shape)
         if not f.is_dict:
             return out[None]
         return TensorDict(out, batch_size=list(lead), device=self.device)
 
-    def gather(
-        self,
-        ext_index: torch.Tensor,
-        stores: tuple[str, ...] | None = None,
-        columns: int | tuple[int, int] | None = None,
-    ):
-        """Rows of the extended stores at flat extended indices ``ext_index`` (any shape), store by store.
-
-        ``columns`` limits the float store to its first columns, or to the window ``(start, stop)`` (then pass
-        ``float_offset=start`` to ``assemble``).
-        """
-        flat = ext_index.reshape(-1)
-        lead = tuple(ext_index.shape)
-        out = {}
-        for key in stores or tuple(self.stores):
-            src = self.stores[key].view(-1, self.stores[key].shape[-1])
-            if key == FLOAT and columns is not None:
-                start, stop = (0, columns) if isinstance(columns, int) else columns
-                src = src[:, start:stop]
-            out[key] = src.index_select(0, flat).view(*lead, src.shape[-1])
-        return out
-
     def columns_end(self, name: str) -> int:
         """One past the last float column of a field (for prefix gathers)."""
         return max((leaf.stop for leaf in self.fields[name].leaves.values() if leaf.store == FLOAT), default=0)
-
-    def columns_start(self, name: str) -> int:
-        """The first float column of a field (its float width if it has no float leaf)."""
-        starts = [leaf.start for leaf in self.fields[name].leaves.values() if leaf.store == FLOAT]
-        return min(starts, default=self._width[FLOAT])
 
     def carry(self, row: int) -> None:
         """Copy extended row ``row`` (a step of the rollout that ends) into the carry row 0."""
