@@ -311,7 +311,8 @@ def main() -> None:
         print(f"{'index_select floor (pass)':28s}{'':27s}{1e3 * f:9.2f}")
         print(f"ratio total mimic_rl / rsl_rl: {sum(o) / sum(r):.3f}  (target <= 0.8)")
         print(f"ratio pass  floor / mimic_rl:  {f / o[2]:.3f}  (target >= 0.5; {width} bytes per sample)")
-        print(f"ratio total PolicyRollout / rsl_rl: {sum(p) / sum(r):.3f}")
+        print(f"ratio total PolicyRollout / rsl_rl: {sum(p) / sum(r):.3f}  (MMPPO's storage; target <= 0.8)")
+        print(f"ratio pass  floor / PolicyRollout:  {f / p[2]:.3f}  (target >= 0.5)")
 
 
 if __name__ == "__main__":

@@ -63,9 +63,10 @@ def update_kernels(variant: str, args: argparse.Namespace, data: list) -> float:
     else:
         name, interval = variant.split("@") if "@" in variant else (variant, "1")
         alg = build_ours(name, args.envs, args.steps, "cpu", args)
-        alg.optimizer = as_on_cuda(alg.optimizer, fused=True)
+        fused = args.adam == "fused"
+        alg.optimizer = as_on_cuda(alg.optimizer, fused=fused)
         if alg.amp is not None:
-            alg.amp.optimizer = as_on_cuda(alg.amp.optimizer, fused=True)
+            alg.amp.optimizer = as_on_cuda(alg.amp.optimizer, fused=fused)
             alg.amp.update_interval = int(interval)
         fill, update = (lambda: fill_ours(alg, data, name)), alg.update
     fill()
@@ -99,6 +100,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--mini-batches", type=int, default=4)
+    parser.add_argument(
+        "--adam", choices=["fused", "foreach"], default="fused", help="this package's Adam on CUDA (fused since 0.2)"
+    )
     args = parser.parse_args()
     torch.manual_seed(0)
     data = make_data(args.envs, args.steps, "cpu")
@@ -106,7 +110,7 @@ def main() -> None:
     counts = {v: update_kernels(v, args, data) for v in ("rsl_rl", "same", "encoder", "amp", "amp@2")}
     labels = {
         "rsl_rl": "rsl_rl PPO (Adam foreach)",
-        "same": "mimic_rl, same network (Adam fused)",
+        "same": f"mimic_rl, same network (Adam {args.adam})",
         "encoder": "mimic_rl, reference encoder",
         "amp": "mimic_rl, + AMP",
         "amp@2": "mimic_rl, + AMP, update_interval 2",
