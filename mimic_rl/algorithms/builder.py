@@ -9,6 +9,7 @@ from tensordict import TensorDictBase
 
 from mimic_rl.algorithms.ppo import MMPPO
 from mimic_rl.algorithms.registry import register, register_builder, resolve
+from mimic_rl.errors import ConfigError
 from mimic_rl.models.actor_critic import Actor, Critic, ReferenceModel
 from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.storage import PolicyRollout
@@ -115,7 +116,14 @@ def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str 
             amp_cfg["expert_sampler"] = env.amp_expert_sampler  # no reference stream: expert pairs from the env
         amp_cfg["_env"] = env  # for extractors that take an env keyword (the GBC seed's convention)
         if "num_features" not in amp_cfg:
-            features = AmpPairExtractor(amp_cfg).features(obs.select(*stored.keys()))
+            try:
+                features = AmpPairExtractor(amp_cfg).features(obs.select(*stored.keys()))
+            except KeyError as exc:
+                raise ConfigError(
+                    f"algorithm.amp_cfg.amp_obs_extractor: expected the observation group it reads, found the env's "
+                    f"groups {sorted(obs.keys())} ({exc}); use an env with an amp group (on mjlab: "
+                    "MimicRL-Tracking-G1-AMP)"
+                ) from None
             amp_cfg["num_features"] = int(features.shape[-1])
         alg_cfg["amp_cfg"] = amp_cfg
     rnd_cfg = alg_cfg.get("rnd_cfg")

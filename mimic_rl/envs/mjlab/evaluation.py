@@ -6,6 +6,11 @@ Global MPJPE is mjlab's MPKPE (``compute_mpkpe``), root-relative MPJPE its R-MPK
 error, and the end-effector error its ``compute_ee_position_error`` on the bodies of the task's ``ee_body_pos``
 termination. The result has the layout of the embedded env's evaluation (``mimic_rl.runners.evaluation``), so that
 ``mimic-rl plot`` reads both.
+
+This package's tasks (``MimicRL-Tracking-*``) are evaluated as the embedded env evaluates: every clip of the config's
+motions from its first frame (reference-state initialization with the configured noise, no randomization), in one
+env whose command restarts every env at that clip, with the same metrics (``extras["tracking"]``) and success
+(reaching the clip's end without a termination).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 
 import torch
 
-from mimic_rl.envs.mjlab.config import MjlabEnvConfig
+from mimic_rl.envs.mjlab.config import MjlabEnvConfig, is_mimic_task
 from mimic_rl.envs.mjlab.env import MjlabVecEnv, make_mjlab_env
 from mimic_rl.errors import UsageError
 from mimic_rl.tasks.tracking import joint_position_error
@@ -51,6 +56,8 @@ def evaluate_mjlab(policy: Any, cfg: Any, num_envs: int = 8) -> dict[str, Any]:
     tracking task from its motion's first frame; returns the JSON-ready per-clip dict of ``evaluate_policy``."""
     env_cfg: MjlabEnvConfig = copy.deepcopy(cfg.env)
     env_cfg.num_envs, env_cfg.play, env_cfg.device = num_envs, True, cfg.runner.device
+    if is_mimic_task(env_cfg.task):
+        return _evaluate_mimic_task(policy, env_cfg)
     env = make_mjlab_env(env_cfg)
     try:
         entry = _evaluate_motion(env, policy, _ee_bodies(env.unwrapped.cfg), Path(env_cfg.motions[0]).stem)
@@ -81,3 +88,38 @@ def _evaluate_motion(env: MjlabVecEnv, policy: Any, ee_bodies: tuple[str, ...], 
         if not evaluation.any_alive:
             break
     return evaluation.result(name, clip_steps * env.step_dt, clip_steps, end_is_success=True)
+
+
+def _evaluate_mimic_task(policy: Any, env_cfg: MjlabEnvConfig) -> dict[str, Any]:
+    """Every clip from its first frame, one after the other in one env (``MimicRL-Tracking-*``)."""
+    env = make_mjlab_env(env_cfg)
+    try:
+        command = env.mimic_command
+        results = []
+        for clip_id, clip in enumerate(command.library.clips):
+            command.eval_clip = clip_id  # every restart at this clip's first frame
+            env.reset()
+            name = Path(str(clip.metadata.get("source", "clip"))).stem
+            results.append(_evaluate_clip(env, policy, command.tracked, name, clip.duration))
+    finally:
+        env.close()
+    keys = (*EVAL_METRICS, "success_rate", "episode_length_fraction")
+    summary = {k: sum(r[k] for r in results) / len(results) for k in keys}
+    return {"clips": results, "summary": summary, "env": f"mjlab:{env_cfg.task}"}
+
+
+def _evaluate_clip(env: MjlabVecEnv, policy: Any, body_names: list[str], name: str, duration: float) -> dict[str, Any]:
+    """Play the clip every env restarted at until each env's first episode ends (as the embedded env's
+    ``evaluate_policy``: its clip's end is a time-out, i.e. a success)."""
+    clip_steps = max(1, int(duration / env.step_dt))
+    evaluation = FromStartEvaluation(env.num_envs, body_names, env.step_dt, env.device)
+    obs = env.get_observations()
+    policy.reset()
+    for _ in range(clip_steps + 5):
+        obs, _, dones, extras = env.step(policy(obs))
+        policy.reset(dones)
+        tracking = extras["tracking"]
+        evaluation.record(tracking, dones, tracking["terminated"])
+        if not evaluation.any_alive:
+            break
+    return evaluation.result(name, duration, clip_steps)

@@ -7,20 +7,10 @@ from typing import Annotated, Literal
 
 from mimic_rl.envs.mujoco.physics import DomainRandomization
 from mimic_rl.motion.clip import FPS_RANGE
-from mimic_rl.tasks.tracking import TerminationConfig, TrackingRewardConfig
+from mimic_rl.tasks.tracking import InitNoise, ResetSettings, TerminationConfig, TrackingRewardConfig
 from mimic_rl.utils import Range
 
 __all__ = ["InitNoise", "TrackingEnvConfig"]
-
-
-@dataclass(frozen=True)
-class InitNoise:
-    """Reference-state initialization noise (uniform +-)."""
-
-    joint_pos: Annotated[float, Range(0)] = 0.05
-    root_pos: Annotated[float, Range(0)] = 0.02
-    root_rot: Annotated[float, Range(0)] = 0.05
-    velocity: Annotated[float, Range(0)] = 0.1
 
 
 @dataclass
@@ -65,3 +55,9 @@ class TrackingEnvConfig:
     (tens of seconds on a CPU, needs a C++ compiler there); results match eager to float32 rounding."""
     seed: Annotated[int, Range(0)] = 0
     device: str = "cpu"
+
+    def reset_settings(self) -> ResetSettings:
+        """What reference-state initialization reads of this config."""
+        return ResetSettings(
+            self.sampling_mode, self.clip_start_probability, self.init_noise, self.randomization.push_interval_s
+        )

@@ -29,15 +29,12 @@ from mimic_rl.envs.mujoco.resets import ReferenceStateInit
 from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, robot_config
 from mimic_rl.errors import ConfigError, TrainingDiverged
 from mimic_rl.motion import BodyState, MotionClip, MotionLibrary, expand_motion_paths
-from mimic_rl.rotations import quat_apply_inverse
 from mimic_rl.tasks.tracking import (
+    TrackingLayout,
     TrackingMetrics,
-    body_pose_in_anchor_frame,
-    projected_gravity,
-    reference_observation,
-    tracking_metrics,
-    tracking_reward,
-    tracking_terminations,
+    clip_ends,
+    observation_groups,
+    step_evaluation,
 )
 from mimic_rl.utils import compiled_or_eager
 
@@ -152,7 +149,7 @@ class MujocoTrackingEnv:
         self.joint_lower, self.joint_upper = lower, upper
         ref_root = lib_names.index(names[0])
         self._init = ReferenceStateInit(
-            self.cfg, self.library, m, ref_root, self._qpos_adr, self._qvel_adr, (lower, upper)
+            self.cfg.reset_settings(), self.library, m, ref_root, self._qpos_adr, self._qvel_adr, (lower, upper)
         )
         default = np.zeros(m.nu)
         for pattern, value in self.robot.default_joint_pos.items():
@@ -166,6 +163,9 @@ class MujocoTrackingEnv:
             scale = np.full(m.nu, float(self.robot.action_scale))
         scale = scale * self.cfg.action_scale_factor
         self.action_scale = torch.tensor(scale, dtype=torch.float32, device=dev)
+        self.tracking_layout = TrackingLayout(
+            self.anchor, self.root, self.end_effectors, self.default_joint_pos, self.joint_lower, self.joint_upper
+        )
         b, j = len(names), m.nu
         self._sensor = {"body": slice(sensor_adr, sensor_adr + 13 * b)}
         self._sensor["joint_pos"] = slice(sensor_adr + 13 * b, sensor_adr + 13 * b + j)
@@ -205,37 +205,7 @@ class MujocoTrackingEnv:
 
     # ------------------------------------------------------------------ observations
     def _observation_groups(self, robot: BodyState, future: BodyState, last_actions: torch.Tensor) -> dict:
-        a = self.anchor
-        anchor_pos, anchor_quat = robot.body_pos_w[:, a], robot.body_quat_w[:, a]
-        lin = quat_apply_inverse(anchor_quat, robot.body_lin_vel_w[:, a])
-        ang = quat_apply_inverse(anchor_quat, robot.body_ang_vel_w[:, a])
-        policy = torch.cat(
-            (
-                robot.joint_pos - self.default_joint_pos,
-                robot.joint_vel,
-                lin,
-                ang,
-                projected_gravity(anchor_quat),
-                last_actions,
-            ),
-            dim=-1,
-        )
-        reference = reference_observation(  # future frames of the anchor body only
-            future.joint_pos,
-            future.joint_vel,
-            future.body_pos_w[:, :, 0],
-            future.body_quat_w[:, :, 0],
-            anchor_pos,
-            anchor_quat,
-        )
-        bodies = body_pose_in_anchor_frame(robot.body_pos_w, robot.body_quat_w, anchor_pos, anchor_quat)
-        critic = torch.cat((policy, bodies.flatten(1), anchor_pos[:, 2:3]), dim=-1)
-        return {
-            "policy": policy,
-            "reference": reference,
-            "critic": critic,
-            "amp": torch.cat((robot.joint_pos, robot.joint_vel), dim=-1),
-        }
+        return observation_groups(robot, future, self.tracking_layout, last_actions)
 
     def _observe(
         self, sensor: torch.Tensor, clip_ids: torch.Tensor, obs_time: torch.Tensor, last_actions: torch.Tensor
@@ -279,38 +249,21 @@ class MujocoTrackingEnv:
         """
         robot = self._state_from_sensors(sensor)
         future, ref = self._reference(clip_ids, obs_time)
-        reward, terms = tracking_reward(
-            self.cfg.reward, robot, ref, self.anchor, actions, last_actions, self.joint_lower, self.joint_upper
+        truncated = (episode_length >= self.max_episode_length) | clip_ends(
+            self.library, clip_ids, motion_time, self.step_dt
         )
-        if self.cfg.reward_scale_by_dt:
-            reward = reward * self.step_dt
-        terminated, term_terms = tracking_terminations(
-            self.cfg.termination, robot, ref, self.anchor, self.end_effectors
-        )
-        clip_end = ~self.library.clip_wrap[clip_ids] & (
-            motion_time + self.step_dt > self.library.clip_duration[clip_ids] + 1e-6
-        )
-        time_outs = ((episode_length >= self.max_episode_length) | clip_end) & ~terminated
-        values = tracking_metrics(robot, ref, self.root, self.end_effectors)
-        log = {f"reward/{k}": v.mean() for k, v in terms.items()}
-        log.update({f"termination/{k}": v.float().mean() for k, v in term_terms.items()})
-        log.update({f"metrics/{k}": v.mean() for k, v in values.items()})
-        log["reward/total"] = reward.mean()
+        scale = self.step_dt if self.cfg.reward_scale_by_dt else 1.0
+        out = step_evaluation(
+            self.cfg.reward, self.cfg.termination, robot, ref, future, self.tracking_layout, actions, last_actions,
+            truncated, scale,
+        )  # fmt: skip
+        out["reward"] = out["reward"] * scale
+        terminated, time_outs, values = out["terminated"], out["time_outs"], out["values"]
         dones = terminated | time_outs
-        out = {
-            "metric_sums": torch.stack([v.to(torch.float64).sum() for v in values.values()]),
-            "episode_counts": torch.stack((dones.sum(), (time_outs & ~terminated).sum())).to(torch.float64),
-            "reward": reward,
-            "terminated": terminated,
-            "time_outs": time_outs,
-            "dones": dones,
-            "last_actions": torch.where(dones.unsqueeze(-1), 0.0, actions),  # a new episode has no last action
-            "values": values,
-            "log": log,
-            "body_error_mm": 1000.0 * (robot.body_pos_w - ref.body_pos_w).norm(dim=-1),
-            "termination_terms": term_terms,
-            "obs": self._observation_groups(robot, future, actions),  # the action just applied is the "last action"
-        }
+        out["metric_sums"] = torch.stack([v.to(torch.float64).sum() for v in values.values()])
+        out["episode_counts"] = torch.stack((dones.sum(), (time_outs & ~terminated).sum())).to(torch.float64)
+        out["dones"] = dones
+        out["last_actions"] = torch.where(dones.unsqueeze(-1), 0.0, actions)  # a new episode has no last action
         if self._resets_in_graph:  # compiled: for every env, so that no reset step needs eager work (fixed shapes)
             out["resets"] = self._init.episode_ends(
                 dones, terminated, clip_ids, obs_time, motion_time, episode_length, push_timer, failures, draws

@@ -13,9 +13,9 @@ import mujoco
 import numpy as np
 import torch
 
-from mimic_rl.envs.mujoco.config import TrackingEnvConfig
 from mimic_rl.motion import MotionLibrary
 from mimic_rl.rotations import quat_apply_inverse, quat_from_axis_angle, quat_mul
+from mimic_rl.tasks.tracking import ResetSettings
 
 __all__ = ["ReferenceStateInit"]
 
@@ -25,7 +25,7 @@ class ReferenceStateInit:
 
     def __init__(
         self,
-        cfg: TrackingEnvConfig,
+        cfg: ResetSettings,
         library: MotionLibrary,
         model: mujoco.MjModel,
         root_body: int,
@@ -59,7 +59,7 @@ class ReferenceStateInit:
         its noisy physics row and a push timer."""
         clip_ids, times = self.library.sample_from(draws[:, :2], self.cfg.sampling_mode, failures)
         times = torch.where(draws[:, -1] < self.cfg.clip_start_probability, 0.0, times)
-        low, high = self.cfg.randomization.push_interval_s
+        low, high = self.cfg.push_interval_s
         rows = self.initial_states(clip_ids, times, 2.0 * draws[:, 3:-1] - 1.0)
         return {"clip_ids": clip_ids, "times": times, "rows": rows, "push_timer": low + (high - low) * draws[:, 2]}
 

@@ -5,6 +5,7 @@ these functions; nothing here imports a simulator.
 """
 
 from mimic_rl.tasks.tracking.amp_features import amp_feature_dim, amp_features
+from mimic_rl.tasks.tracking.initial_state import InitNoise, ResetSettings
 from mimic_rl.tasks.tracking.metrics import (
     TrackingMetrics,
     end_effector_error,
@@ -36,6 +37,7 @@ from mimic_rl.tasks.tracking.rewards import (
     tracking_reward,
 )
 from mimic_rl.tasks.tracking.state import BodyState
+from mimic_rl.tasks.tracking.step import TrackingLayout, clip_ends, observation_groups, step_evaluation
 from mimic_rl.tasks.tracking.terminations import (
     TerminationConfig,
     anchor_height_termination,
@@ -47,7 +49,10 @@ from mimic_rl.tasks.tracking.terminations import (
 
 __all__ = [
     "BodyState",
+    "InitNoise",
+    "ResetSettings",
     "TerminationConfig",
+    "TrackingLayout",
     "TrackingMetrics",
     "TrackingRewardConfig",
     "action_rate_penalty",
@@ -61,6 +66,7 @@ __all__ = [
     "body_angular_velocity_reward",
     "body_linear_velocity_reward",
     "body_pose_in_anchor_frame",
+    "clip_ends",
     "end_effector_error",
     "end_effector_height_termination",
     "joint_limit_penalty",
@@ -69,6 +75,7 @@ __all__ = [
     "joint_velocity_reward",
     "joint_velocity_rms_error",
     "mpjpe",
+    "observation_groups",
     "projected_gravity",
     "reference_observation",
     "reference_observation_dim",
@@ -76,6 +83,7 @@ __all__ = [
     "relative_body_position_reward",
     "relative_reference_body_poses",
     "root_relative_mpjpe",
+    "step_evaluation",
     "tracking_metrics",
     "tracking_reward",
     "tracking_terminations",
