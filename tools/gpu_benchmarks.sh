@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Issue 15's GPU measurements in one command, on a machine with CUDA:
+#
+#   MIMIC_RL_DATA=/path/to/data tools/gpu_benchmarks.sh OUT_DIR [SECONDS]
+#
+# It runs the CUDA tests, the storage and PPO benchmarks on the GPU (4096 envs), the launch counts, and the mjlab
+# side by side (mimic-rl train against mjlab's own rsl_rl runner on mjlab's G1 tracking task, SECONDS of wall time
+# each, default 240), and writes every output to OUT_DIR. Run it from the repository root.
+#
+# A lent GPU machine without PyPI access: build the bundle here with ../shared/tools/offline-gpu/build.sh PARTS,
+# carry the parts over one per call, then unpack.sh PARTS SITE and export PYTHONPATH=SITE:. MUJOCO_GL=disable.
+# Copy the clips it needs (motions/g1/B_HandsUp.npz) into a carried folder and point MIMIC_RL_DATA at it.
+set -uo pipefail
+out=${1:?usage: tools/gpu_benchmarks.sh OUT_DIR [SECONDS]}
+seconds=${2:-240}
+motion="${MIMIC_RL_DATA:?set MIMIC_RL_DATA}/motions/g1/B_HandsUp.npz"
+mkdir -p "$out"
+python -c "import torch; assert torch.cuda.is_available(), 'no CUDA here'; print(torch.cuda.get_device_name())" \
+    | tee "$out/device.txt" || exit 1
+python -m pytest -q tests/test_cuda.py tests/test_mjlab_task.py -k "cuda or CUDA" 2>&1 | tee "$out/tests.txt"
+python tools/bench_storage.py --device cuda --repeats 9 --envs 4096 1024 2>&1 | tee "$out/bench_storage.txt"
+python tools/bench_ppo.py --device cuda --envs 4096 --repeats 9 2>&1 | tee "$out/bench_ppo.txt"
+python tools/count_ops.py 2>&1 | tee "$out/count_ops.txt"
+python tools/compare_mjlab.py --device cuda --num-envs 4096 --seconds "$seconds" --motion "$motion" \
+    --output "$out/mjlab" 2>&1 | tee "$out/compare_mjlab.txt"
+echo "wrote $out"
