@@ -21,7 +21,7 @@ from mimic_rl.errors import UsageError
 from mimic_rl.models.actor_critic import Actor
 from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.runners.compat import check_policy_fits_env
-from mimic_rl.tasks.tracking.from_start import EVAL_METRICS, FromStartEvaluation
+from mimic_rl.tasks.tracking.from_start import play_from_start, summarize
 
 __all__ = ["ActorPolicy", "evaluate_policy"]
 
@@ -84,26 +84,7 @@ def evaluate_policy(
     for clip in clips:
         env_cfg.episode_length_s = max(env_cfg.episode_length_s, clip.duration + 1.0)  # only the clip's end stops it
         env = MujocoTrackingEnv(copy.deepcopy(env_cfg), robot=robot, clips=[clip])
-        results.append(_evaluate_clip(env, policy, clip, body_names))
+        name = Path(str(clip.metadata.get("source", "clip"))).stem
+        results.append(play_from_start(env, policy, body_names, name, clip.duration))
         env.close()
-    summary = {
-        k: sum(r[k] for r in results) / len(results) for k in (*EVAL_METRICS, "success_rate", "episode_length_fraction")
-    }
-    return {"clips": results, "summary": summary}
-
-
-def _evaluate_clip(env: Any, policy: Any, clip: Any, body_names: list[str]) -> dict:
-    """Play ``clip`` from its first frame in every env of ``env`` until each env's first episode ends."""
-    clip_steps = max(1, int(clip.duration / env.step_dt))
-    evaluation = FromStartEvaluation(env.num_envs, body_names, env.step_dt, env.device)
-    obs = env.get_observations()
-    policy.reset()  # a recurrent policy starts each clip from a zero state
-    for _ in range(clip_steps + 5):
-        obs, _, dones, extras = env.step(policy(obs))
-        policy.reset(dones)
-        tracking = extras["tracking"]
-        evaluation.record(tracking, dones, tracking["terminated"])
-        if not evaluation.any_alive:
-            break
-    name = Path(str(clip.metadata.get("source", "clip"))).stem
-    return evaluation.result(name, clip.duration, clip_steps)
+    return {"clips": results, "summary": summarize(results)}

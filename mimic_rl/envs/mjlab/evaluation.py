@@ -25,7 +25,7 @@ from mimic_rl.envs.mjlab.config import MjlabEnvConfig, is_mimic_task
 from mimic_rl.envs.mjlab.env import MjlabVecEnv, make_mjlab_env
 from mimic_rl.errors import UsageError
 from mimic_rl.tasks.tracking import joint_position_error
-from mimic_rl.tasks.tracking.from_start import EVAL_METRICS, FromStartEvaluation
+from mimic_rl.tasks.tracking.from_start import FromStartEvaluation, play_from_start, summarize
 
 __all__ = ["evaluate_mjlab"]
 
@@ -63,8 +63,7 @@ def evaluate_mjlab(policy: Any, cfg: Any, num_envs: int = 8) -> dict[str, Any]:
         entry = _evaluate_motion(env, policy, _ee_bodies(env.unwrapped.cfg), Path(env_cfg.motions[0]).stem)
     finally:
         env.close()
-    summary = {k: entry[k] for k in (*EVAL_METRICS, "success_rate", "episode_length_fraction")}
-    return {"clips": [entry], "summary": summary, "env": f"mjlab:{env_cfg.task}"}
+    return {"clips": [entry], "summary": summarize([entry]), "env": f"mjlab:{env_cfg.task}"}
 
 
 def _evaluate_motion(env: MjlabVecEnv, policy: Any, ee_bodies: tuple[str, ...], name: str) -> dict[str, Any]:
@@ -100,26 +99,7 @@ def _evaluate_mimic_task(policy: Any, env_cfg: MjlabEnvConfig) -> dict[str, Any]
             command.eval_clip = clip_id  # every restart at this clip's first frame
             env.reset()
             name = Path(str(clip.metadata.get("source", "clip"))).stem
-            results.append(_evaluate_clip(env, policy, command.tracked, name, clip.duration))
+            results.append(play_from_start(env, policy, command.tracked, name, clip.duration))
     finally:
         env.close()
-    keys = (*EVAL_METRICS, "success_rate", "episode_length_fraction")
-    summary = {k: sum(r[k] for r in results) / len(results) for k in keys}
-    return {"clips": results, "summary": summary, "env": f"mjlab:{env_cfg.task}"}
-
-
-def _evaluate_clip(env: MjlabVecEnv, policy: Any, body_names: list[str], name: str, duration: float) -> dict[str, Any]:
-    """Play the clip every env restarted at until each env's first episode ends (as the embedded env's
-    ``evaluate_policy``: its clip's end is a time-out, i.e. a success)."""
-    clip_steps = max(1, int(duration / env.step_dt))
-    evaluation = FromStartEvaluation(env.num_envs, body_names, env.step_dt, env.device)
-    obs = env.get_observations()
-    policy.reset()
-    for _ in range(clip_steps + 5):
-        obs, _, dones, extras = env.step(policy(obs))
-        policy.reset(dones)
-        tracking = extras["tracking"]
-        evaluation.record(tracking, dones, tracking["terminated"])
-        if not evaluation.any_alive:
-            break
-    return evaluation.result(name, duration, clip_steps)
+    return {"clips": results, "summary": summarize(results), "env": f"mjlab:{env_cfg.task}"}

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["EVAL_METRICS", "FromStartEvaluation"]
+__all__ = ["EVAL_METRICS", "FromStartEvaluation", "play_from_start", "summarize"]
 
 EVAL_METRICS = ("global_mpjpe_mm", "root_mpjpe_mm", "joint_pos_error", "joint_vel_rms_error", "ee_error_mm")
 """Per-env metrics averaged over each env's alive steps (``body_error_mm`` ``[N, B]`` is needed too)."""
@@ -80,3 +80,27 @@ class FromStartEvaluation:
             "alive": [round(row[0]) for row in series],
         }
         return entry
+
+
+def play_from_start(env: Any, policy: Any, body_names: Sequence[str], name: str, duration_s: float) -> dict[str, Any]:
+    """Play one clip in every env of ``env`` (an rsl_rl VecEnv whose envs all start at the clip's first frame and
+    whose ``extras["tracking"]`` holds the per-env metrics) until each env's first episode ends; ``policy`` is a
+    callable of the observations with ``reset(dones)``. Returns the clip's entry (``FromStartEvaluation.result``)."""
+    clip_steps = max(1, int(duration_s / env.step_dt))
+    evaluation = FromStartEvaluation(env.num_envs, body_names, env.step_dt, env.device)
+    obs = env.get_observations()
+    policy.reset()  # a recurrent policy starts each clip from a zero state
+    for _ in range(clip_steps + 5):
+        obs, _, dones, extras = env.step(policy(obs))
+        policy.reset(dones)
+        tracking = extras["tracking"]
+        evaluation.record(tracking, dones, tracking["terminated"])
+        if not evaluation.any_alive:
+            break
+    return evaluation.result(name, duration_s, clip_steps)
+
+
+def summarize(results: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The mean over clips of each clip entry's metrics, success rate and episode length fraction."""
+    keys = (*EVAL_METRICS, "success_rate", "episode_length_fraction")
+    return {k: sum(r[k] for r in results) / len(results) for k in keys}
