@@ -152,9 +152,11 @@ class MjlabVecEnv:
         self.max_episode_length = int(wrapped.max_episode_length)
         self.device = torch.device(wrapped.device)
         self.step_dt = float(wrapped.unwrapped.step_dt)
+        from mimic_rl.envs.mjlab.command import MimicMotionCommand
+
         manager = self.unwrapped.command_manager
         term = manager.get_term("motion") if "motion" in getattr(manager, "active_terms", ()) else None
-        mimic = term is not None and type(term).__name__ == "MimicMotionCommand"
+        mimic = isinstance(term, MimicMotionCommand)
         self.mimic_command = term if mimic else None
         """This package's motion command (``MimicRL-Tracking-*``), else None."""
         self.motion_command = None if mimic else term
