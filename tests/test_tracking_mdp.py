@@ -161,6 +161,11 @@ def test_penalties(dd):
     q = t([[0.95, 0.0], [0.0, 1.0], [-1.2, 2.5]], dd)
     close(tk.joint_limit_penalty(q, lower, upper), [0.05 + 0.1, 0.0, 0.3 + 0.6], dd)
     close(tk.joint_limit_penalty(q, lower, upper, soft_ratio=1.0), [0.0, 0.0, 0.2 + 0.5], dd)
+    # a joint without limits (a wheel: MuJoCo's range [0, 0] read as -inf..inf) is never penalized, far from 0 too
+    inf = float("inf")
+    lower, upper = t([-inf, 0.0], dd), t([inf, 2.0], dd)
+    q = t([[25.0, 2.5], [-40.0, 1.0]], dd)
+    close(tk.joint_limit_penalty(q, lower, upper), [0.6, 0.0], dd)
 
 
 def test_identical_robot_and_reference_give_full_reward_and_zero_metrics(dd):

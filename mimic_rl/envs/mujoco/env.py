@@ -144,8 +144,9 @@ class MujocoTrackingEnv:
             )
         self._qpos_adr = np.array([m.jnt_qposadr[j] for j in joint_ids])
         self._qvel_adr = np.array([m.jnt_dofadr[j] for j in joint_ids])
-        lower = torch.tensor(m.jnt_range[joint_ids, 0], dtype=torch.float32, device=dev)
-        upper = torch.tensor(m.jnt_range[joint_ids, 1], dtype=torch.float32, device=dev)
+        limited = m.jnt_limited[joint_ids].astype(bool)  # an unlimited joint's jnt_range is [0, 0]: not its range
+        lower = torch.tensor(np.where(limited, m.jnt_range[joint_ids, 0], -np.inf), dtype=torch.float32, device=dev)
+        upper = torch.tensor(np.where(limited, m.jnt_range[joint_ids, 1], np.inf), dtype=torch.float32, device=dev)
         self.joint_lower, self.joint_upper = lower, upper
         ref_root = lib_names.index(names[0])
         self._init = ReferenceStateInit(

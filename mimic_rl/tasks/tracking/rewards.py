@@ -93,9 +93,11 @@ def joint_limit_penalty(
 
     The soft range is the central ``soft_ratio`` fraction of ``[lower, upper]`` (``[J]`` or ``[N, J]``):
     ``mid +- soft_ratio (upper - lower) / 2``, as Isaac Lab's ``soft_joint_pos_limits`` and ``joint_pos_limits``.
+    A joint without limits (``lower = -inf``, ``upper = inf``: a wheel, a continuous joint) is never penalized.
     """
-    mid = 0.5 * (lower + upper)
-    half = 0.5 * soft_ratio * (upper - lower)
+    finite = torch.isfinite(lower) & torch.isfinite(upper)
+    mid = torch.where(finite, 0.5 * (lower + upper), 0.0)
+    half = torch.where(finite, 0.5 * soft_ratio * (upper - lower), torch.inf)
     below = (mid - half - q).clamp(min=0.0)
     above = (q - mid - half).clamp(min=0.0)
     return (below + above).sum(-1)
