@@ -197,3 +197,30 @@ def test_recurrent_update_with_amp_rnd_and_chunked_sequences():
         out = alg.update()
     assert out["nonfinite_batches"] == 0 and 0 <= out["amp_policy_accuracy"] <= 1
     assert alg.amp._replay_count == 256 and float(alg.amp.discriminator.normalizer.count) > 0
+
+
+def test_logged_terms_are_means_over_the_mini_batches_that_had_them():
+    """AMP stepping every 2nd mini-batch: its logged terms are the mean over its own steps (before, the sum over
+    them was divided by every mini-batch, halving them), the PPO terms the mean over all mini-batches."""
+    amp = {"amp_obs_extractor": "mimic_rl.envs.toy:amp_obs_extractor",
+           "amp_ref_obs_extractor": "mimic_rl.envs.toy:amp_reference_extractor", "update_interval": 2}  # fmt: skip
+    alg, env, obs = make(cfg=toy_cfg(num_mini_batches=4, num_learning_epochs=2, amp_cfg=amp))
+    totals, surrogates = [], []
+    losses, policy_terms = alg.amp.losses, alg._policy_terms
+
+    def record_amp(*args):
+        out = losses(*args)
+        totals.append(float(out["amp_total"].detach()))
+        return out
+
+    def record_ppo(batch):
+        terms, kl = policy_terms(batch)
+        surrogates.append(float(terms["surrogate"].detach()))
+        return terms, kl
+
+    alg.amp.losses, alg._policy_terms = record_amp, record_ppo
+    rollout(alg, env, obs, 24)
+    out = alg.update()
+    assert len(surrogates) == 8 and len(totals) == 4 and out["nonfinite_batches"] == 0
+    assert out["amp_total"] == pytest.approx(sum(totals) / 4, rel=1e-5)
+    assert out["surrogate"] == pytest.approx(sum(surrogates) / 8, rel=1e-5, abs=1e-7)

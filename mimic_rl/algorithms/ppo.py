@@ -32,7 +32,7 @@ from mimic_rl.algorithms.optimizers import OPTIMIZERS, make_optimizer
 from mimic_rl.algorithms.ppo_state import AlgorithmState
 from mimic_rl.algorithms.registry import builder_for, register_algorithm
 from mimic_rl.algorithms.rnd import RandomNetworkDistillation, RndExtension
-from mimic_rl.algorithms.step_means import StepMeans
+from mimic_rl.algorithms.step_means import StepMeans, TermMeans
 from mimic_rl.algorithms.symmetry import Symmetry, SymmetryExtension
 from mimic_rl.errors import TrainingDiverged
 from mimic_rl.models.actor_critic import Actor, Critic
@@ -299,7 +299,7 @@ class MMPPO(AlgorithmState):
         """Run the learning epochs over the stored rollout and return mean losses and diagnostics."""
         for ext in self.extensions:
             ext.before_update(self)
-        sums: dict[str, torch.Tensor] = {}
+        means = TermMeans()
         counted, lr_sum, last_kl, step = 0, 0.0, None, 0
         autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_mixed_precision)
         for batch in self._mini_batches():
@@ -326,15 +326,14 @@ class MMPPO(AlgorithmState):
                     side.after_step()
             counted += 1
             terms["kl"] = kl
-            for key, value in terms.items():
-                sums[key] = sums.get(key, 0.0) + value.detach().float()
+            means.add(terms)
         if self.schedule == "adaptive_update" and self.desired_kl is not None and last_kl is not None:
             self._set_learning_rate(L.adapt_learning_rate(self.learning_rate, last_kl, self.desired_kl))
         self._update_normalizers()
         self.actor.head.check()
         self.iteration += 1
         self.rollout.clear()
-        return self._update_logs(sums, counted, lr_sum)
+        return self._update_logs(means, counted, lr_sum)
 
     def _mini_batches(self, epochs: int | None = None) -> Iterator[dict[str, Any]]:
         """The update's mini-batches (``PolicyRollout.mini_batches``): flat, or padded sequences for recurrent
@@ -463,9 +462,8 @@ class MMPPO(AlgorithmState):
         for ext in self.extensions:
             ext.after_update(self)
 
-    def _update_logs(self, sums: dict[str, torch.Tensor], counted: int, lr_sum: float) -> dict[str, float]:
-        out = {key: value / max(1, counted) for key, value in sums.items()}
-        result = {k: float(v) for k, v in zip(out, torch.stack(list(out.values())).tolist())} if out else {}
+    def _update_logs(self, means: TermMeans, counted: int, lr_sum: float) -> dict[str, float]:
+        result = means.means()
         result["learning_rate"] = lr_sum / max(1, counted)  # the mean rate the update used (it changes per mini-batch)
         result["learning_rate_next"] = self.learning_rate
         result["nonfinite_batches"] = float(self.nonfinite_batches)
