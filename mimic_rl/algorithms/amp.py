@@ -39,6 +39,8 @@ class Discriminator(nn.Module):
         self.num_features = int(num_features)
         self.normalizer = EmpiricalNormalizer(num_features)
         self.net = MLP(2 * num_features, 1, hidden_dims, activation)
+        self.relu = all(isinstance(layer, nn.ReLU) for layer in list(self.net)[1::2])
+        """Every activation a ReLU: the R1 input gradient is written out (``logits_and_r1``)."""
 
     def normalize(self, prev: torch.Tensor, cur: torch.Tensor) -> torch.Tensor:
         """Normalized pair input ``[..., 2F]`` (both states in one normalization)."""
@@ -47,6 +49,31 @@ class Discriminator(nn.Module):
     def forward(self, pair_input: torch.Tensor) -> torch.Tensor:
         """Logit ``[...]`` for a normalized pair input."""
         return self.net(pair_input).squeeze(-1)
+
+    def logits_and_r1(self, pair_input: torch.Tensor, first: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits ``[M]`` of normalized pair inputs ``[M, 2F]``, and for the rows from ``first`` on the squared norm of
+        each logit's gradient with respect to its input (R1's per-row term), differentiable in the parameters.
+
+        With ReLU activations the input gradient is written out (``W_1^T (m_1 * W_2^T (m_2 * w_3))`` with ``m_k`` the
+        active units of the row), so one ordinary backward gives R1's parameter gradients; other activations take
+        the input gradient from autograd with ``create_graph`` (a double backward).
+        """
+        if not self.relu:
+            x = pair_input.detach().requires_grad_(True)
+            logits = self(x)
+            grad = torch.autograd.grad(logits[first:].sum(), x, create_graph=True)[0][first:]
+            return logits, grad.square().sum(-1)
+        linears = list(self.net)[::2]
+        hidden, h = [], pair_input.detach()
+        for layer in linears[:-1]:
+            h = torch.relu(F.linear(h, layer.weight, layer.bias))
+            hidden.append(h)
+        last = self.net.last
+        logits = F.linear(h, last.weight, last.bias).squeeze(-1)
+        grad = last.weight.expand(pair_input.shape[0] - first, -1)  # d logit / d (last hidden layer)
+        for layer, active in zip(reversed(linears[:-1]), reversed(hidden), strict=True):
+            grad = ((active[first:] > 0) * grad) @ layer.weight
+        return logits, grad.square().sum(-1)
 
 
 class AMP:
@@ -116,6 +143,7 @@ class AMP:
         self._replay_count = 0
         self._replay_next = 0
         self.num_steps = 0
+        self._sets: tuple[tuple, torch.Tensor, torch.Tensor] | None = None
 
     # ------------------------------------------------------------------ reward
     @torch.no_grad()
@@ -149,38 +177,51 @@ class AMP:
         """Discriminator loss terms and accuracies (tensors) for one batch of policy and expert pairs.
 
         Few operations (a GPU runs this step launch-bound): one normalization and one discriminator pass over both
-        sets, the R1 gradient of the expert rows in the same graph, and one masked mean per set over all its
-        per-pair terms.
+        sets with the R1 input gradient of the expert rows (``Discriminator.logits_and_r1``), per-row terms, and the
+        masked mean of each set as a product with one weight matrix.
         """
-        disc, n = self.discriminator, policy_prev.shape[0]
+        disc, n, m = self.discriminator, policy_prev.shape[0], expert_prev.shape[0]
         pairs = disc.normalize(torch.cat((policy_prev, expert_prev)), torch.cat((policy_cur, expert_cur)))
-        pairs = pairs.detach().requires_grad_(True)
-        logits = disc(pairs)  # one pass over both sets
-        d_policy, d_expert = logits[:n], logits[n:]
-        if self.loss_type == "bce":
-            s = self.label_smoothing
-            loss_expert = F.binary_cross_entropy_with_logits(
-                d_expert, torch.full_like(d_expert, 1.0 - s), reduction="none"
-            )
-            loss_policy = F.binary_cross_entropy_with_logits(d_policy, torch.full_like(d_policy, s), reduction="none")
-        elif self.loss_type == "lsgan":
-            loss_expert, loss_policy = (d_expert - 1.0).square(), (d_policy + 1.0).square()
+        logits, r1 = disc.logits_and_r1(pairs, n)
+        sign, weights = self._row_weights(n, m, policy_valid, expert_valid, logits)
+        if self.loss_type == "bce":  # targets s (policy) and 1 - s (expert)
+            target = 0.5 + (0.5 - self.label_smoothing) * sign
+            rows = F.binary_cross_entropy_with_logits(logits, target, reduction="none")
+        elif self.loss_type == "lsgan":  # targets -1 (policy) and +1 (expert)
+            rows = (logits - sign).square()
         else:  # wgan: mean(D(policy)) - mean(D(expert))
-            loss_expert, loss_policy = -d_expert, d_policy
-        # R1 on the expert pairs only: the gradient of sum(D(expert)) with respect to the expert rows of the input
-        weights = torch.cat((torch.zeros_like(d_policy), torch.ones_like(d_expert))).detach()
-        grad = torch.autograd.grad(logits, pairs, grad_outputs=weights, create_graph=True)[0][n:]
-        policy = _masked_column_means(torch.stack((loss_policy, (d_policy < 0).to(logits.dtype)), -1), policy_valid)
-        expert_terms = (loss_expert, (d_expert > 0).to(logits.dtype), grad.square().sum(-1))
-        expert = _masked_column_means(torch.stack(expert_terms, -1), expert_valid)
-        loss = policy[0] + expert[0] if self.loss_type == "wgan" else 0.5 * (policy[0] + expert[0])
+            rows = -sign * logits
+        means = torch.stack((rows, (sign * logits > 0).to(rows.dtype))) @ weights  # [term, set]
+        loss = means[0].sum() if self.loss_type == "wgan" else 0.5 * means[0].sum()
+        penalty = r1 @ weights[n:, 1]
         return {
             "amp_loss": loss,
-            "amp_grad_penalty": expert[2],
-            "amp_total": loss + self.gradient_penalty_coef * expert[2],
-            "amp_policy_accuracy": policy[1].detach(),
-            "amp_expert_accuracy": expert[1].detach(),
+            "amp_grad_penalty": penalty,
+            "amp_total": torch.add(loss, penalty, alpha=self.gradient_penalty_coef),
+            "amp_policy_accuracy": means[1, 0].detach(),
+            "amp_expert_accuracy": means[1, 1].detach(),
         }
+
+    def _row_weights(
+        self, n: int, m: int, policy_valid: torch.Tensor | None, expert_valid: torch.Tensor | None, like: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """For ``n`` policy rows then ``m`` expert rows: their signs (-1, +1) and the weights ``[n + m, 2]`` whose
+        columns take the mean over the valid rows of each set (all its rows without a mask)."""
+        key = (n, m, like.dtype, like.device)
+        if self._sets is None or self._sets[0] != key:  # kept while the shapes stay the same
+            sets = torch.zeros(n + m, 2, dtype=like.dtype, device=like.device)
+            sets[:n, 0], sets[n:, 1] = 1.0, 1.0
+            self._sets = (key, sets[:, 1] - sets[:, 0], sets)
+        _, sign, sets = self._sets
+        if policy_valid is not None or expert_valid is not None:
+            valid = torch.cat(
+                (
+                    sets.new_ones(n, dtype=torch.bool) if policy_valid is None else policy_valid,
+                    sets.new_ones(m, dtype=torch.bool) if expert_valid is None else expert_valid,
+                )
+            )
+            sets = sets * valid.unsqueeze(-1)
+        return sign, sets / sets.sum(0).clamp(min=1.0)
 
     def sample_expert(self, num: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Expert pairs from ``expert_sampler(num)`` (for tasks without reference observations)."""
@@ -233,14 +274,6 @@ class AMP:
         self.discriminator.load_state_dict(state["discriminator"], strict=strict)
         self.optimizer.load_state_dict(state["optimizer"])
         self.num_steps = int(state.get("num_steps", 0))
-
-
-def _masked_column_means(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Mean of each column of ``x`` ``[M, C]`` over the rows where ``mask`` is True (every row without a mask)."""
-    if mask is None:
-        return x.mean(0)
-    w = mask.to(x.dtype)
-    return (x * w.unsqueeze(-1)).sum(0) / w.sum().clamp(min=1.0)
 
 
 class AmpExtension(Extension):
