@@ -119,3 +119,30 @@ def test_train_eval_play_export_and_distill_on_cuda(tmp_path: Path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert (tmp_path / "student" / "export" / "policy.onnx").exists()
     assert (tmp_path / "student" / "eval.json").exists() and (tmp_path / "student" / "eval_teacher.json").exists()
+
+
+def test_amp_losses_on_cuda_equal_the_cpu_and_train_in_mixed_precision():
+    """The discriminator step (written-out R1, weight-matrix means) on CUDA: the CPU's losses and gradients, and a
+    finite step under bf16 autocast (``use_mixed_precision``)."""
+    from mimic_rl.algorithms.amp import AMP
+
+    torch.manual_seed(0)
+    cpu = AMP(7, hidden_dims=(32, 16), loss_type="lsgan")
+    gpu = AMP(7, hidden_dims=(32, 16), loss_type="lsgan", device="cuda")
+    gpu.discriminator.load_state_dict(cpu.discriminator.state_dict())
+    batch = [torch.randn(40, 7) for _ in range(4)]
+    p_valid, e_valid = torch.rand(40) > 0.2, torch.rand(40) > 0.2
+    ours = gpu.losses(*[b.cuda() for b in batch[:2]], p_valid.cuda(), *[b.cuda() for b in batch[2:]], e_valid.cuda())
+    ref = cpu.losses(*batch[:2], p_valid, *batch[2:], e_valid)
+    for key in ref:
+        torch.testing.assert_close(ours[key].cpu(), ref[key], rtol=1e-4, atol=1e-5, msg=key)
+    ours["amp_total"].backward()
+    ref["amp_total"].backward()
+    for a, b in zip(gpu.discriminator.parameters(), cpu.discriminator.parameters()):
+        torch.testing.assert_close(a.grad.cpu(), b.grad, rtol=1e-3, atol=1e-5)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        mixed = gpu.losses(
+            *[b.cuda() for b in batch[:2]], p_valid.cuda(), *[b.cuda() for b in batch[2:]], e_valid.cuda()
+        )
+    mixed["amp_total"].backward()
+    assert torch.isfinite(mixed["amp_total"]) and abs(float(mixed["amp_total"]) - float(ref["amp_total"])) < 0.05

@@ -10,17 +10,30 @@
 # A lent GPU machine without PyPI access: build the bundle here with ../shared/tools/offline-gpu/build.sh PARTS,
 # carry the parts over one per call, then unpack.sh PARTS SITE and export PYTHONPATH=SITE:. MUJOCO_GL=disable.
 # Copy the clips it needs (motions/g1/B_HandsUp.npz) into a carried folder and point MIMIC_RL_DATA at it.
+#
+# STEPS picks what runs (default: all of "tests bench counts mjlab"). A lent machine allows 10 minutes per call, and
+# all of it takes longer (mjlab's side by side alone: ~90 s of warp compile, then SECONDS per runner): run one step
+# per call there, e.g. STEPS=tests, then STEPS="bench counts", then STEPS=mjlab, into the same OUT_DIR.
 set -uo pipefail
 out=${1:?usage: tools/gpu_benchmarks.sh OUT_DIR [SECONDS]}
 seconds=${2:-240}
-motion="${MIMIC_RL_DATA:?set MIMIC_RL_DATA}/motions/g1/B_HandsUp.npz"
+steps=" ${STEPS:-tests bench counts mjlab} "
 mkdir -p "$out"
 python -c "import torch; assert torch.cuda.is_available(), 'no CUDA here'; print(torch.cuda.get_device_name())" \
     | tee "$out/device.txt" || exit 1
-python -m pytest -q tests/test_cuda.py tests/test_mjlab_task.py -k "cuda or CUDA" 2>&1 | tee "$out/tests.txt"
-python tools/bench_storage.py --device cuda --repeats 9 --envs 4096 1024 2>&1 | tee "$out/bench_storage.txt"
-python tools/bench_ppo.py --device cuda --envs 4096 --repeats 9 2>&1 | tee "$out/bench_ppo.txt"
-python tools/count_ops.py 2>&1 | tee "$out/count_ops.txt"
-python tools/compare_mjlab.py --device cuda --num-envs 4096 --seconds "$seconds" --motion "$motion" \
-    --output "$out/mjlab" 2>&1 | tee "$out/compare_mjlab.txt"
+if [[ $steps == *" tests "* ]]; then
+    python -m pytest -q tests/test_cuda.py tests/test_mjlab_task.py -k "cuda or CUDA" 2>&1 | tee "$out/tests.txt"
+fi
+if [[ $steps == *" bench "* ]]; then
+    python tools/bench_storage.py --device cuda --repeats 9 --envs 4096 1024 2>&1 | tee "$out/bench_storage.txt"
+    python tools/bench_ppo.py --device cuda --envs 4096 --repeats 9 2>&1 | tee "$out/bench_ppo.txt"
+fi
+if [[ $steps == *" counts "* ]]; then
+    python tools/count_ops.py 2>&1 | tee "$out/count_ops.txt"
+fi
+if [[ $steps == *" mjlab "* ]]; then
+    motion="${MIMIC_RL_DATA:?set MIMIC_RL_DATA}/motions/g1/B_HandsUp.npz"
+    python tools/compare_mjlab.py --device cuda --num-envs 4096 --seconds "$seconds" --motion "$motion" \
+        --output "$out/mjlab" 2>&1 | tee "$out/compare_mjlab.txt"
+fi
 echo "wrote $out"
