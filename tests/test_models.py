@@ -42,6 +42,38 @@ def test_normalizer_matches_numpy_over_several_updates_and_masks():
     torch.testing.assert_close(norm.inverse(norm(x)), x)
 
 
+def test_normalizer_kept_denominator_follows_every_change_of_its_statistics():
+    """``forward`` keeps ``std + eps`` between calls: after an update, a state-dict load, an in-place write, a dtype
+    move, and from inference mode into a backward, it must equal the formula on the current statistics."""
+    g = torch.Generator().manual_seed(3)
+    norm = EmpiricalNormalizer(3, eps=0.1)
+    x = torch.randn(5, 3, generator=g)
+
+    def formula(t: torch.Tensor) -> torch.Tensor:
+        return (t - norm.mean) / (norm.var.sqrt() + 0.1)
+
+    torch.testing.assert_close(norm(x), x / 1.1, rtol=0, atol=0)
+    norm.update(torch.randn(40, 3, generator=g) * 4)
+    assert norm(x).equal(formula(x))  # bitwise: the same operations as before the cache
+    other = EmpiricalNormalizer(3, eps=0.1)
+    other.update(torch.randn(30, 3, generator=g) + 7)
+    norm.load_state_dict(other.state_dict())
+    assert norm(x).equal(formula(x)) and norm(x).equal(other(x))
+    norm.var.mul_(9.0)
+    assert norm(x).equal(formula(x))
+    norm.eps = 0.5
+    torch.testing.assert_close(norm(x), (x - norm.mean) / (norm.var.sqrt() + 0.5))
+    norm.double()
+    assert norm(x.double()).dtype == torch.float64
+    torch.testing.assert_close(norm.inverse(norm(x.double())), x.double())
+    norm.float()
+    with torch.inference_mode():
+        norm(x)  # the first call after the move: kept while in inference mode
+    y = x.clone().requires_grad_(True)
+    norm(y).sum().backward()  # fails if the kept tensor were an inference tensor
+    torch.testing.assert_close(y.grad, (1.0 / (norm.var.sqrt() + 0.5)).expand(5, 3))
+
+
 def test_gaussian_math_matches_torch_distributions():
     g = torch.Generator().manual_seed(1)
     mu, sigma = torch.randn(6, 4, generator=g), torch.rand(6, 4, generator=g) + 0.2
