@@ -419,10 +419,10 @@ class MMPPO(AlgorithmState):
             nn.utils.clip_grad_norm_(self.actor.parameters(), self.max_grad_norm),
             nn.utils.clip_grad_norm_(self.critic.parameters(), self.max_grad_norm),
         ]
-        for side in sides:  # checked, not clipped: the norm alone
+        for side in sides:  # checked, not clipped: the norm of each gradient (finite together iff the total is)
             grads = [p.grad for p in side.params if p.grad is not None] if side.checked else []
             if grads:
-                norms.append(nn.utils.get_total_norm(grads))
+                norms.extend(torch._foreach_norm(grads))  # one kernel; get_total_norm adds a stack and a norm
         check = torch.stack([kl.float(), torch.stack([loss.float(), *norms]).isfinite().all().logical_not().float()])
         if self.is_multi_gpu:  # the same KL and skip decision on every rank
             torch.distributed.all_reduce(check)
