@@ -9,6 +9,7 @@ from tensordict import TensorDict
 
 from mimic_rl.algorithms import MMPPO, Symmetry
 from mimic_rl.envs import PointMassTrackingEnv
+from mimic_rl.errors import TrainingDiverged
 
 
 def make(num_envs=16, seed=0, cfg=None, **algorithm):
@@ -224,3 +225,23 @@ def test_logged_terms_are_means_over_the_mini_batches_that_had_them():
     assert len(surrogates) == 8 and len(totals) == 4 and out["nonfinite_batches"] == 0
     assert out["amp_total"] == pytest.approx(sum(totals) / 4, rel=1e-5)
     assert out["surrogate"] == pytest.approx(sum(surrogates) / 8, rel=1e-5, abs=1e-7)
+
+
+def test_a_non_finite_discriminator_gradient_under_a_finite_loss_is_caught():
+    """The discriminator's gradient check: a NaN that appears only in one of its parameters' gradients (every loss
+    term finite) skips the mini-batch, and three in a row stop training with an error that says so."""
+    amp = {"amp_obs_extractor": "mimic_rl.envs.toy:amp_obs_extractor",
+           "amp_ref_obs_extractor": "mimic_rl.envs.toy:amp_reference_extractor"}  # fmt: skip
+    alg, env, obs = make(cfg=toy_cfg(amp_cfg=amp, num_mini_batches=2, num_learning_epochs=1))
+    rollout(alg, env, obs, 24)
+    bias = alg.amp.discriminator.net.last.bias
+    before = [p.detach().clone() for p in (*alg.actor.parameters(), *alg.amp.discriminator.parameters())]
+    hook = bias.register_hook(lambda g: torch.full_like(g, float("nan")))
+    out = alg.update()
+    assert out["nonfinite_batches"] == 2  # both mini-batches skipped: nothing stepped
+    after = [*alg.actor.parameters(), *alg.amp.discriminator.parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(before, after))
+    rollout(alg, env, obs, 24)
+    with pytest.raises(TrainingDiverged, match=r"the gradient \(all loss terms were finite\)"):
+        alg.update()
+    hook.remove()
