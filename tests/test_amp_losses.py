@@ -57,7 +57,7 @@ def reference_losses(amp: AMP, p_prev, p_cur, p_valid, e_prev, e_cur, e_valid) -
 )
 def test_losses_and_their_gradients_match_a_second_implementation(loss_type, activation, masks):
     torch.manual_seed(0)
-    amp = AMP(5, hidden_dims=(16, 8), activation=activation, loss_type=loss_type, label_smoothing=0.1)
+    amp = AMP(num_features=5, hidden_dims=(16, 8), activation=activation, loss_type=loss_type, label_smoothing=0.1)
     assert amp.discriminator.relu == (activation == "relu")
     with torch.no_grad():  # normalization statistics away from 0 / 1, so that a missed normalization shows
         amp.discriminator.normalizer.update(torch.randn(500, 5) * 3 + 1)
@@ -87,7 +87,7 @@ def test_losses_and_their_gradients_match_a_second_implementation(loss_type, act
 
 def test_penalty_of_a_linear_discriminator_by_hand():
     """No hidden layer: D(x) = w.x + b, so the input gradient is w for every row and R1 is |w|^2."""
-    amp = AMP(2, hidden_dims=(), loss_type="lsgan")
+    amp = AMP(num_features=2, hidden_dims=(), loss_type="lsgan")
     assert amp.discriminator.relu  # vacuously: the written-out gradient is the output weight itself
     with torch.no_grad():
         amp.discriminator.net.last.weight.copy_(torch.tensor([[1.0, -2.0, 0.5, 3.0]]))

@@ -127,8 +127,8 @@ def test_amp_losses_on_cuda_equal_the_cpu_and_train_in_mixed_precision():
     from mimic_rl.algorithms.amp import AMP
 
     torch.manual_seed(0)
-    cpu = AMP(7, hidden_dims=(32, 16), loss_type="lsgan")
-    gpu = AMP(7, hidden_dims=(32, 16), loss_type="lsgan", device="cuda")
+    cpu = AMP(num_features=7, hidden_dims=(32, 16), loss_type="lsgan")
+    gpu = AMP(num_features=7, hidden_dims=(32, 16), loss_type="lsgan", device="cuda")
     gpu.discriminator.load_state_dict(cpu.discriminator.state_dict())
     batch = [torch.randn(40, 7) for _ in range(4)]
     p_valid, e_valid = torch.rand(40) > 0.2, torch.rand(40) > 0.2

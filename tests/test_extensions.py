@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 import torch
 from helpers import rollout, toy_cfg
 
-from mimic_rl.algorithms import MMPPO, Extension, register
-from mimic_rl.algorithms.amp import AmpExtension
-from mimic_rl.algorithms.rnd import RndExtension
+from mimic_rl.algorithms import MMPPO, Extension, register, register_extension
+from mimic_rl.algorithms.amp import AMP
+from mimic_rl.algorithms.rnd import RandomNetworkDistillation
+from mimic_rl.config import ConfigError, load_config
 from mimic_rl.envs import PointMassTrackingEnv
 from mimic_rl.models import Actor
+from mimic_rl.runners import OnPolicyRunner, load_checkpoint
 
 
 class BonusAndPenalty(Extension):
@@ -83,9 +87,9 @@ def test_the_built_in_extensions_run_in_a_fixed_order_and_own_their_modules():
         "amp_ref_obs_extractor": "mimic_rl.envs.toy:amp_reference_extractor",
     }
     alg, _, _ = make(amp_cfg=amp, rnd_cfg={"weight": 0.1})
-    assert [type(e) for e in alg.extensions] == [AmpExtension, RndExtension]
-    assert alg.amp is alg.extensions[0].amp and alg.rnd is alg.extensions[1].rnd
-    assert alg._modules()[2:] == [alg.amp.discriminator, alg.rnd]
+    assert [type(e) for e in alg.extensions] == [AMP, RandomNetworkDistillation]
+    assert alg.amp is alg.extensions[0] and alg.rnd is alg.extensions[1]
+    assert alg._modules()[2:] == [alg.amp.discriminator, alg.rnd.net]
     plain, _, _ = make()
     assert plain.extensions == [] and plain.amp is None and plain.rnd is None and plain.symmetry is None
     state = alg.save()
@@ -117,3 +121,80 @@ def test_class_name_selects_a_registered_class_and_names_the_choices_otherwise()
         cfg[section]["class_name"] = name
         with pytest.raises(ValueError, match=message):
             make(cfg=cfg)
+
+
+@dataclass
+class ActionL2Config:
+    """The config section of the test's own extension: one weight."""
+
+    coef: float = 0.1
+
+
+@register_extension  # the one registry line: `algorithm: {action_l2_cfg: {...}}` now turns it on
+class ActionL2(Extension):
+    """An extension defined only in this file: an L2 penalty on the actor's mean, a counter in the checkpoint."""
+
+    name = "action_l2"
+    config_key = "action_l2_cfg"
+    Config = ActionL2Config
+
+    def __init__(self, cfg: ActionL2Config) -> None:
+        self.coef, self.updates = cfg.coef, 0
+
+    @classmethod
+    def build(cls, cfg, ctx):
+        return cls(cfg)
+
+    def policy_terms(self, alg, streams, out):
+        return {"action_l2": out.mean[: out.n].square().sum(-1).mean()}
+
+    def policy_loss(self, alg, terms):
+        return self.coef * terms["action_l2"]
+
+    def after_update(self, alg):
+        self.updates += 1
+
+    def state_dict(self):
+        return {"action_l2_updates": self.updates}
+
+    def load_state_dict(self, state, strict=True):
+        self.updates = state.get("action_l2_updates", 0)
+
+
+def _runner_cfg(**algorithm):
+    cfg = load_config("tracking_ppo")
+    cfg.runner.num_steps_per_env, cfg.runner.logger, cfg.runner.save_interval = 8, "none", 1000
+    cfg.algorithm.update(num_mini_batches=2, num_learning_epochs=2, **algorithm)
+    cfg.actor, cfg.critic = {"hidden_dims": [32], "init_noise_std": 0.5}, {"hidden_dims": [32]}
+    return cfg
+
+
+def test_an_extension_defined_in_a_test_file_is_one_config_entry_and_trains(tmp_path):
+    """Breakage caught: a registered extension that the config cannot turn on, that never reaches the loss or the
+    logs, or whose state is not saved; a typo in its section that passes silently."""
+    torch.manual_seed(0)
+    runner = OnPolicyRunner(_runner_cfg(action_l2_cfg={"coef": 0.5}), tmp_path, env=PointMassTrackingEnv(num_envs=8))
+    out = runner.learn(2)
+    ext = runner.alg.action_l2
+    assert isinstance(ext, ActionL2) and ext.coef == 0.5 and runner.alg.extensions == [ext]
+    assert ext.updates == 2 and out["loss/action_l2"] > 0  # its hooks ran in both updates, its term is logged
+    assert load_checkpoint(tmp_path / "model_2.pt")["action_l2_updates"] == 2  # its state is in the checkpoint
+    torch.manual_seed(0)
+    off = OnPolicyRunner(_runner_cfg(), None, env=PointMassTrackingEnv(num_envs=8))
+    off.learn(2)
+    assert off.alg.action_l2 is None and off.alg.extensions == []
+    changed = [not torch.equal(a, b) for a, b in zip(runner.alg.actor.parameters(), off.alg.actor.parameters())]
+    assert any(changed)  # the penalty reached the actor's gradient
+    message = r"unknown config key algorithm.action_l2_cfg.'cof' in ActionL2Config; allowed keys: \['coef'\]"
+    with pytest.raises(ConfigError, match=message):
+        _runner_cfg(action_l2_cfg={"cof": 0.5}).validate()
+
+
+def test_an_extension_section_is_checked_against_its_config_dataclass():
+    """Breakage caught: typos and wrong types in a built-in extension's section reaching training silently."""
+    with pytest.raises(ConfigError, match=r"unknown config key algorithm.amp_cfg.'styl_weight' in AmpConfig"):
+        _runner_cfg(amp_cfg={"styl_weight": 0.1}).validate()
+    with pytest.raises(ConfigError, match=r"rnd_cfg\.learning_rate: expected a number > 0, found -1"):
+        _runner_cfg(rnd_cfg={"learning_rate": -1}).validate()
+    with pytest.raises(ConfigError, match=r"dagger_cfg\.loss: expected one of \['mse', 'kl'\], found 'l1'"):
+        _runner_cfg(dagger_cfg={"teacher": "x.pt", "loss": "l1"}).validate()

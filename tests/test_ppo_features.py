@@ -75,7 +75,7 @@ def test_save_load_round_trip_restores_everything():
         "amp_obs_extractor": "mimic_rl.envs.toy:amp_obs_extractor",
         "amp_ref_obs_extractor": "mimic_rl.envs.toy:amp_reference_extractor"})  # fmt: skip
     assert fresh.load(state) is True
-    for a, b in ((alg.actor, fresh.actor), (alg.critic, fresh.critic), (alg.rnd, fresh.rnd)):
+    for a, b in ((alg.actor, fresh.actor), (alg.critic, fresh.critic), (alg.rnd.net, fresh.rnd.net)):
         assert all(torch.equal(v, b.state_dict()[k]) for k, v in a.state_dict().items())
     disc_a, disc_b = alg.amp.discriminator.state_dict(), fresh.amp.discriminator.state_dict()
     assert all(torch.equal(v, disc_b[k]) for k, v in disc_a.items())
@@ -129,30 +129,15 @@ def test_symmetry_augmentation_doubles_the_batch_consistently():
     s = {k: torch.randn(5, 3, generator=g) for k in ("obs", "critic_obs", "actions", "action_mean", "dagger_actions")}
     s.update({k: torch.randn(5, 1, generator=g) for k in ("advantages", "returns", "values", "actions_log_prob")})
     s["action_std"] = torch.rand(5, 3, generator=g)
-    s["ref"] = (torch.randn(5, 2, 4, generator=g), torch.tensor([True, False, True, True, False]))
-    s["critic_ref"] = None
+    s["reference"] = (torch.randn(5, 2, 4, generator=g), torch.tensor([True, False, True, True, False]))
+    s["critic_reference"] = None
     out = sym.augment(s)
     assert torch.equal(out["obs"], torch.cat((s["obs"], -s["obs"])))
     assert torch.equal(out["actions"][5:], s["actions"].flip(-1))
     assert torch.equal(out["action_std"][5:], s["action_std"].flip(-1))
     assert torch.equal(out["advantages"], s["advantages"].repeat(2, 1))
-    assert torch.equal(out["ref"][0][5:], -s["ref"][0]) and torch.equal(out["ref"][1], s["ref"][1].repeat(2))
-
-
-def test_symmetric_training_with_mirror_loss_and_mirrored_amp_runs():
-    swap = lambda x: x.flip(-1)  # noqa: E731  (2-D point: swapping x and y is a symmetry of the task family)
-    sym = {"mirror_obs": lambda o: torch.cat((o[..., :2].flip(-1), o[..., 2:].flip(-1)), -1),
-           "mirror_actions": swap, "mirror_reference": lambda r: r.flip(-1), "mirror_amp": swap,
-           "use_data_augmentation": True, "use_mirror_loss": True, "mirror_loss_coeff": 0.1}  # fmt: skip
-    amp = {"amp_obs_extractor": "mimic_rl.envs.toy:amp_obs_extractor",
-           "amp_ref_obs_extractor": "mimic_rl.envs.toy:amp_reference_extractor"}  # fmt: skip
-    cfg = toy_cfg(symmetry_cfg=sym, amp_cfg=amp)
-    cfg["critic"]["obs_normalization"] = True
-    sym["mirror_critic_obs"] = lambda o: torch.cat((o[..., :2].flip(-1), o[..., 2:4].flip(-1), o[..., 4:]), -1)
-    alg, env, obs = make(cfg=cfg)
-    rollout(alg, env, obs, 24)
-    out = alg.update()
-    assert out["mirror"] > 0 and all(torch.isfinite(torch.tensor(v)) for v in out.values())
+    assert torch.equal(out["reference"][0][5:], -s["reference"][0])
+    assert torch.equal(out["reference"][1], s["reference"][1].repeat(2))
 
 
 @pytest.mark.parametrize(
@@ -170,12 +155,37 @@ def test_recurrent_update_with_every_sequence_mode(mode, max_len):
     assert any(not torch.equal(a, b) for a, b in zip(before, alg.actor.parameters()))
 
 
-def test_transformer_reference_encoder_trains():
-    cfg = toy_cfg()
+def test_transformer_reference_encoder_trains_and_the_policy_reads_the_reference():
+    """After one update every parameter of the actor's transformer encoder got a non-zero gradient and moved; the
+    actor's mean then depends on a late reference frame of its own env (and not on other envs'), and not on the
+    reference of an env whose ``reference_mask`` is False, while that mask itself changes the mean.
+
+    Catches: an encoder output detached from the loss or left out of the optimizer, an encoder that ignores some
+    frames (or all: a policy blind to the reference), rows mixed across envs, a mask that is not applied."""
+    cfg = toy_cfg(num_mini_batches=2, num_learning_epochs=1)
     cfg["actor"]["reference_encoder"] = {"type": "transformer", "d_model": 32, "num_heads": 2, "num_layers": 1}
     alg, env, obs = make(cfg=cfg)
+    encoder = alg.actor.encoder
+    before = {name: p.detach().clone() for name, p in encoder.named_parameters()}
     rollout(alg, env, obs, 24)
     assert alg.update()["nonfinite_batches"] == 0
+    for name, p in encoder.named_parameters():
+        assert p.grad is not None and float(p.grad.abs().sum()) > 0, name
+        assert not torch.equal(p.detach(), before[name]), name
+    obs = env.get_observations()
+    policy, ref, mask = obs["policy"], obs["reference"].clone(), obs["reference_mask"].clone()
+    assert bool(mask.all())
+    with torch.no_grad():
+        mean = alg.actor(policy, ref, mask)
+        moved = ref.clone()
+        moved[3, -1] += 0.5  # the last future frame of env 3
+        other = alg.actor(policy, moved, mask)
+        assert float((other[3] - mean[3]).abs().max()) > 1e-5
+        assert torch.equal(torch.cat((other[:3], other[4:])), torch.cat((mean[:3], mean[4:])))
+        mask[3] = False
+        hidden = alg.actor(policy, ref, mask)
+        assert float((hidden[3] - mean[3]).abs().max()) > 1e-5  # the mask is an input of the policy
+        assert torch.equal(alg.actor(policy, moved, mask)[3], hidden[3])  # a masked-out reference is never read
 
 
 def test_rnd_weight_schedule_scales_the_intrinsic_reward():
@@ -184,20 +194,6 @@ def test_rnd_weight_schedule_scales_the_intrinsic_reward():
     r0 = alg.rnd.intrinsic_reward(states, 0)
     torch.testing.assert_close(alg.rnd.intrinsic_reward(states, 5), 0.5 * r0)
     assert torch.all(alg.rnd.intrinsic_reward(states, 10) == 0)
-
-
-def test_recurrent_update_with_amp_rnd_and_chunked_sequences():
-    amp = {"amp_obs_extractor": "mimic_rl.envs.toy:amp_obs_extractor",
-           "amp_ref_obs_extractor": "mimic_rl.envs.toy:amp_reference_extractor", "replay_buffer_size": 256}  # fmt: skip
-    cfg = toy_cfg(sequence_mode="chunked", max_seq_len=6, num_mini_batches=2, amp_cfg=amp, rnd_cfg={"weight": 0.1})
-    cfg["actor"].update(rnn_type="gru", rnn_hidden_dim=16)
-    cfg["critic"].update(rnn_type="gru", rnn_hidden_dim=16)
-    alg, env, obs = make(cfg=cfg)
-    for _ in range(2):
-        obs, _ = rollout(alg, env, obs, 24)
-        out = alg.update()
-    assert out["nonfinite_batches"] == 0 and 0 <= out["amp_policy_accuracy"] <= 1
-    assert alg.amp._replay_count == 256 and float(alg.amp.discriminator.normalizer.count) > 0
 
 
 def test_logged_terms_are_means_over_the_mini_batches_that_had_them():

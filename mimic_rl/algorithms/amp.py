@@ -4,146 +4,166 @@ Losses: ``"bce"`` (logits, optional label smoothing), ``"lsgan"`` (targets +1 ex
 gradient penalty is taken on **expert** pairs only. Features are normalized by a running normalizer that is updated
 once per iteration. The discriminator has its own optimizer with weight decay on the output layer. Invalid pairs
 (crossing a reset, or without a reference) are masked out of every term.
+
+One extension, one file: ``AmpConfig`` (the ``algorithm.amp_cfg`` section), how it is built, its hooks (the style
+reward at collection, the discriminator step per mini-batch, the feature normalizer after the update) and its state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, Literal
 
 import torch
 from tensordict import TensorDictBase
 from torch import nn
 from torch.nn import functional as F
 
-from mimic_rl.algorithms.extensions import Extension, SideLoss, flat_rows
+from mimic_rl.algorithms.extensions import BuildContext, Extension, Host, SideLoss, flat_rows, register_extension
 from mimic_rl.algorithms.optimizers import make_optimizer
-from mimic_rl.models.mlp import MLP
-from mimic_rl.models.normalization import EmpiricalNormalizer
+from mimic_rl.errors import ConfigError
+from mimic_rl.models.discriminator import Discriminator
 from mimic_rl.storage.amp_pairs import AmpPairExtractor, AmpPairs
-from mimic_rl.utils import resolve_callable
+from mimic_rl.utils import Range, resolve_callable
 
-if TYPE_CHECKING:
-    from mimic_rl.algorithms.ppo import MMPPO
-
-__all__ = ["AMP", "AmpExtension", "Discriminator"]
+__all__ = ["AMP", "AmpConfig", "Discriminator"]
 
 _LOSSES = ("bce", "lsgan", "wgan")
+Callback = str | Callable[..., Any] | None
 
 
-class Discriminator(nn.Module):
-    """``D(s_prev, s)``: an MLP over the concatenated, normalized feature pair, one logit per pair."""
+@dataclass
+class AmpConfig:
+    """``algorithm.amp_cfg``: the discriminator, its training, the reward mix and the feature extractors."""
 
-    def __init__(self, num_features: int, hidden_dims: Sequence[int] = (256, 128), activation: str = "relu") -> None:
-        super().__init__()
-        self.num_features = int(num_features)
-        self.normalizer = EmpiricalNormalizer(num_features)
-        self.net = MLP(2 * num_features, 1, hidden_dims, activation)
-        self.relu = all(isinstance(layer, nn.ReLU) for layer in list(self.net)[1::2])
-        """Every activation a ReLU: the R1 input gradient is written out (``logits_and_r1``)."""
-
-    def normalize(self, prev: torch.Tensor, cur: torch.Tensor) -> torch.Tensor:
-        """Normalized pair input ``[..., 2F]`` (both states in one normalization)."""
-        return self.normalizer(torch.stack((prev, cur), dim=-2)).flatten(-2)
-
-    def forward(self, pair_input: torch.Tensor) -> torch.Tensor:
-        """Logit ``[...]`` for a normalized pair input."""
-        return self.net(pair_input).squeeze(-1)
-
-    def logits_and_r1(self, pair_input: torch.Tensor, first: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits ``[M]`` of normalized pair inputs ``[M, 2F]``, and for the rows from ``first`` on the squared norm of
-        each logit's gradient with respect to its input (R1's per-row term), differentiable in the parameters.
-
-        With ReLU activations the input gradient is written out (``W_1^T (m_1 * W_2^T (m_2 * w_3))`` with ``m_k`` the
-        active units of the row), so one ordinary backward gives R1's parameter gradients; other activations take
-        the input gradient from autograd with ``create_graph`` (a double backward).
-        """
-        if not self.relu:
-            x = pair_input.detach().requires_grad_(True)
-            logits = self(x)
-            grad = torch.autograd.grad(logits[first:].sum(), x, create_graph=True)[0][first:]
-            return logits, grad.square().sum(-1)
-        linears = list(self.net)[::2]
-        hidden, h = [], pair_input.detach()
-        for layer in linears[:-1]:
-            h = torch.relu(F.linear(h, layer.weight, layer.bias))
-            hidden.append(h)
-        last = self.net.last
-        logits = F.linear(h, last.weight, last.bias).squeeze(-1)
-        grad = last.weight.expand(pair_input.shape[0] - first, -1)  # d logit / d (last hidden layer)
-        for layer, active in zip(reversed(linears[:-1]), reversed(hidden), strict=True):
-            grad = ((active[first:] > 0) * grad) @ layer.weight
-        return logits, grad.square().sum(-1)
+    num_features: Annotated[int | None, Range(1)] = None
+    """Features per state; None: inferred from ``amp_obs_extractor`` on the env's observations."""
+    hidden_dims: tuple[int, ...] = (256, 128)
+    activation: str = "relu"
+    loss_type: Literal["bce", "lsgan", "wgan"] = "lsgan"
+    label_smoothing: Annotated[float, Range(0, 0.5)] = 0.0
+    gradient_penalty_coef: Annotated[float, Range(0)] = 5.0
+    learning_rate: Annotated[float, Range(0, low_exclusive=True)] = 1e-4
+    output_weight_decay: Annotated[float, Range(0)] = 1e-4
+    weight_decay: Annotated[float, Range(0)] = 0.0
+    pretrain_steps: Annotated[int, Range(0)] = 0
+    """Discriminator steps on the first rollout, before any policy update."""
+    update_interval: Annotated[int, Range(1)] = 1
+    """One discriminator step every this many mini-batches."""
+    batch_size: Annotated[int | None, Range(1)] = 2048
+    """Pairs per discriminator step: larger mini-batches are subsampled (as IsaacGymEnvs' amp_batch_size)."""
+    replay_buffer_size: Annotated[int, Range(0)] = 0
+    task_weight: float = 1.0
+    style_weight: float = 1.0
+    style_reward_scale: float = 1.0
+    amp_obs_extractor: Callback = None
+    """``f(stored observations) -> [M, F]`` robot features (``"module:function"`` or a callable); None: identity."""
+    amp_ref_obs_extractor: Callback = None
+    """``f((reference, mask)) -> (features, mask)`` of the expert; None: identity."""
+    expert_sampler: Callback = None
+    """``f(num) -> (prev, cur)`` expert pairs, for tasks without a reference group (default: the env's own)."""
+    reference_groups: tuple[str | None, ...] | None = None
+    """The ``(reference, mask)`` groups of stored observations whose pairs are the expert's (the seed storage's own
+    pairs); MMPPO uses the groups the actor reads."""
 
 
-class AMP:
-    """Discriminator, its optimizer, an optional replay buffer of policy pairs, and the style reward.
+@register_extension
+class AMP(Extension):
+    """Discriminator, its optimizer, an optional replay buffer of policy pairs, the style reward, and MMPPO's hooks.
 
     ``task_weight * r_task + style_weight * r_style`` is what the algorithm stores as the reward.
     """
 
+    name = "amp"
+    config_key = "amp_cfg"
+    Config = AmpConfig
+    build_rank = 30
+    hook_rank = 30
+    previous_keys = ("obs",)
+
     def __init__(
         self,
-        num_features: int,
-        hidden_dims: Sequence[int] = (256, 128),
-        activation: str = "relu",
-        loss_type: str = "lsgan",
-        label_smoothing: float = 0.0,
-        gradient_penalty_coef: float = 5.0,
-        learning_rate: float = 1e-4,
-        output_weight_decay: float = 1e-4,
-        weight_decay: float = 0.0,
-        pretrain_steps: int = 0,
-        update_interval: int = 1,
-        batch_size: int | None = 2048,
-        replay_buffer_size: int = 0,
-        task_weight: float = 1.0,
-        style_weight: float = 1.0,
-        style_reward_scale: float = 1.0,
-        amp_obs_extractor: str | Callable | None = None,
-        amp_ref_obs_extractor: str | Callable | None = None,
-        expert_sampler: str | Callable | None = None,
+        cfg: AmpConfig | None = None,
+        *,
+        pairs: AmpPairExtractor | None = None,
         device: str | torch.device = "cpu",
+        **fields: Any,
     ) -> None:
-        if loss_type not in _LOSSES:
-            raise ValueError(f"amp_cfg['loss_type'] must be one of {_LOSSES}, got {loss_type!r}")
-        if update_interval < 1 or pretrain_steps < 0 or replay_buffer_size < 0:
+        """``cfg`` (or its fields as keywords, e.g. ``AMP(num_features=5, loss_type="bce")``); ``pairs`` extracts
+        the features and pairs of stored observations (MMPPO's hooks need it)."""
+        cfg = replace(cfg, **fields) if cfg is not None else AmpConfig(**fields)
+        if cfg.loss_type not in _LOSSES:
+            raise ValueError(f"amp_cfg['loss_type'] must be one of {_LOSSES}, got {cfg.loss_type!r}")
+        if cfg.update_interval < 1 or cfg.pretrain_steps < 0 or cfg.replay_buffer_size < 0:
             raise ValueError("amp_cfg: need update_interval >= 1, pretrain_steps >= 0, replay_buffer_size >= 0")
+        if cfg.num_features is None:
+            raise ValueError("amp_cfg needs 'num_features' (construct_algorithm infers it from the extractor)")
+        self.cfg = cfg
         self.device = torch.device(device)
-        self.discriminator = Discriminator(num_features, hidden_dims, activation).to(self.device)
-        self.loss_type = loss_type
-        self.label_smoothing = float(label_smoothing)
-        self.gradient_penalty_coef = float(gradient_penalty_coef)
-        self.pretrain_steps = int(pretrain_steps)
-        self.update_interval = int(update_interval)
-        self.batch_size = None if batch_size is None else int(batch_size)
-        """Pairs per discriminator step: larger mini-batches are subsampled (as IsaacGymEnvs' amp_batch_size)."""
-        self.task_weight = float(task_weight)
-        self.style_weight = float(style_weight)
-        self.style_reward_scale = float(style_reward_scale)
-        self.expert_sampler = resolve_callable(expert_sampler, "amp_cfg['expert_sampler']") if expert_sampler else None
-        del amp_obs_extractor, amp_ref_obs_extractor  # resolved once, by the pairs' AmpPairExtractor
-        out = self.discriminator.net.last
-        trunk = [
-            p
-            for n, p in self.discriminator.net.named_parameters()
-            if not n.startswith(f"{len(self.discriminator.net) - 1}.")
-        ]
-        self.optimizer = make_optimizer(
-            "adam",
-            [
-                {"params": trunk, "weight_decay": weight_decay},
-                {"params": list(out.parameters()), "weight_decay": output_weight_decay},
-            ],
-            learning_rate,
-            self.device,
-        )
-        self.replay_size = int(replay_buffer_size)
-        self._replay = torch.zeros(self.replay_size, 2, num_features, device=self.device)
+        self.discriminator = Discriminator(cfg.num_features, cfg.hidden_dims, cfg.activation).to(self.device)
+        self.loss_type = cfg.loss_type
+        self.label_smoothing = float(cfg.label_smoothing)
+        self.gradient_penalty_coef = float(cfg.gradient_penalty_coef)
+        self.pretrain_steps = int(cfg.pretrain_steps)
+        self.update_interval = int(cfg.update_interval)
+        self.batch_size = None if cfg.batch_size is None else int(cfg.batch_size)
+        self.task_weight = float(cfg.task_weight)
+        self.style_weight = float(cfg.style_weight)
+        self.style_reward_scale = float(cfg.style_reward_scale)
+        sampler = cfg.expert_sampler
+        self.expert_sampler = resolve_callable(sampler, "amp_cfg['expert_sampler']") if sampler else None
+        self.optimizer = self._make_optimizer(cfg)
+        self.replay_size = int(cfg.replay_buffer_size)
+        self._replay = torch.zeros(self.replay_size, 2, cfg.num_features, device=self.device)
         self._replay_count = 0
         self._replay_next = 0
         self.num_steps = 0
         self._sets: tuple[tuple, torch.Tensor, torch.Tensor] | None = None
+        self.pairs = pairs
+        """The extractors (resolved once): the robot's features of stored observations, and the mini-batch pairs."""
+        self._prev: torch.Tensor | None = None
+        self._expert_states: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+
+    def _make_optimizer(self, cfg: AmpConfig) -> torch.optim.Optimizer:
+        """Adam with weight decay ``weight_decay`` on the trunk and ``output_weight_decay`` on the output layer."""
+        net = self.discriminator.net
+        trunk = [p for n, p in net.named_parameters() if not n.startswith(f"{len(net) - 1}.")]
+        groups = [
+            {"params": trunk, "weight_decay": cfg.weight_decay},
+            {"params": list(net.last.parameters()), "weight_decay": cfg.output_weight_decay},
+        ]
+        return make_optimizer("adam", groups, cfg.learning_rate, self.device)
+
+    # ------------------------------------------------------------------ construction from a config
+    @classmethod
+    def prepare(cls, cfg: AmpConfig, obs: TensorDictBase, env: Any, obs_groups: Any) -> AmpConfig:
+        """The env's expert sampler when the actor reads no reference, and ``num_features`` from the extractor."""
+        if obs_groups.actor_reference is None and not cfg.expert_sampler and hasattr(env, "amp_expert_sampler"):
+            cfg = replace(cfg, expert_sampler=env.amp_expert_sampler)  # no reference stream: pairs from the env
+        if cfg.num_features is None:
+            try:
+                groups = (*obs_groups.stored(), *cls.stored_groups(obs, obs_groups))
+                features = _extractor(cfg, env).features(obs.select(*groups))
+            except KeyError as exc:
+                raise ConfigError(
+                    f"algorithm.amp_cfg.amp_obs_extractor: expected the observation group it reads, found the env's "
+                    f"groups {sorted(obs.keys())} ({exc}); use an env with an amp group (on mjlab: "
+                    "MimicRL-Tracking-G1-AMP)"
+                ) from None
+            cfg = replace(cfg, num_features=int(features.shape[-1]))
+        return cfg
+
+    @classmethod
+    def stored_groups(cls, obs: TensorDictBase, obs_groups: Any) -> tuple[str, ...]:
+        """The env's ``amp`` group, if it has one."""
+        return ("amp",) if "amp" in obs.keys() else ()
+
+    @classmethod
+    def build(cls, cfg: AmpConfig, ctx: BuildContext) -> AMP:
+        """The discriminator and the pairs of ``ctx.rollout``'s stored observations."""
+        obs_view = getattr(ctx.rollout, "obs_view", None)
+        return cls(cfg, pairs=_extractor(cfg, ctx.env, obs_view), device=ctx.device)
 
     # ------------------------------------------------------------------ reward
     @torch.no_grad()
@@ -261,54 +281,31 @@ class AMP:
         """Merge raw features (policy and expert states) into the feature normalizer."""
         self.discriminator.normalizer.update(features, mask)
 
-    def state_dict(self) -> dict[str, Any]:
-        """Discriminator, optimizer and step counter."""
-        return {
-            "discriminator": self.discriminator.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "num_steps": self.num_steps,
-        }
-
-    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
-        """Inverse of ``state_dict``."""
-        self.discriminator.load_state_dict(state["discriminator"], strict=strict)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.num_steps = int(state.get("num_steps", 0))
-
-
-class AmpExtension(Extension):
-    """MMPPO's AMP hooks: the style reward at collection, the discriminator step per mini-batch (its own optimizer),
-    the feature normalizer after the update, the replay buffer in the runtime state."""
-
-    name = "amp"
-    previous_keys = ("obs",)
-
-    def __init__(self, amp: AMP, pairs: AmpPairExtractor) -> None:
-        self.amp = amp
-        self.pairs = pairs
-        """The extractors (resolved once): the robot's features of stored observations, and the mini-batch pairs."""
-        self._prev: torch.Tensor | None = None
-        self._expert_states: list[tuple[torch.Tensor, torch.Tensor | None]] = []
-
+    # ------------------------------------------------------------------ MMPPO's hooks
     def modules(self) -> list[nn.Module]:
         """The discriminator."""
-        return [self.amp.discriminator]
+        return [self.discriminator]
 
-    def on_act(self, alg: MMPPO, obs: TensorDictBase) -> None:
+    def check(self, alg: Host) -> None:
+        """The pairs come from the rollout's stored observations."""
+        if self.pairs is None:
+            raise ValueError("AMP: build it with AMP.build (or give pairs=) to use it inside MMPPO")
+
+    def on_act(self, alg: Host, obs: TensorDictBase) -> None:
         """The features of the state the policy acted in (the first half of this step's pair)."""
         self._prev = self.pairs.features(alg.transition["obs"])
 
-    def on_step(self, alg: MMPPO, next_obs: TensorDictBase, rewards: torch.Tensor) -> torch.Tensor:
+    def on_step(self, alg: Host, next_obs: TensorDictBase, rewards: torch.Tensor) -> torch.Tensor:
         """Mix the style reward of the step's pair into the task reward."""
-        style = self.amp.style_reward(self._prev, self.pairs.features(alg.stored_observations(next_obs)))
+        style = self.style_reward(self._prev, self.pairs.features(alg.stored_observations(next_obs)))
         alg.log_step("amp_style_reward", style.mean())
         alg.log_step("task_reward", rewards.mean())
-        return self.amp.mix(rewards, style)
+        return self.mix(rewards, style)
 
-    def before_update(self, alg: MMPPO) -> None:
+    def before_update(self, alg: Host) -> None:
         """The discriminator's extra steps on the first rollout, before any policy update."""
         self._expert_states = []
-        amp = self.amp
+        amp = self
         if amp.num_steps > 0 or amp.pretrain_steps == 0:
             return
         done = 0
@@ -325,9 +322,9 @@ class AmpExtension(Extension):
                 if done >= amp.pretrain_steps:
                     break
 
-    def side_loss(self, alg: MMPPO, batch: dict[str, Any], step: int) -> SideLoss | None:
+    def side_loss(self, alg: Host, batch: dict[str, Any], step: int) -> SideLoss | None:
         """The discriminator loss on every ``update_interval``-th mini-batch."""
-        amp = self.amp
+        amp = self
         if step % amp.update_interval != 0:
             return None
         terms = self._terms(alg, batch)
@@ -341,16 +338,16 @@ class AmpExtension(Extension):
         params = list(amp.discriminator.parameters())
         return SideLoss(terms, terms["amp_total"], amp.optimizer, params, checked=True, after_step=after_step)
 
-    def batch_pairs(self, alg: MMPPO, batch: dict[str, Any]) -> AmpPairs:
+    def batch_pairs(self, alg: Host, batch: dict[str, Any]) -> AmpPairs:
         """The pairs of a mini-batch; the expert's are the reference groups the actor reads (``obs_groups``), if
         any."""
         groups = alg.obs_groups
         reference = (groups.actor_reference, groups.actor_reference_mask) if groups is not None else None
         return self.pairs.pairs(batch["obs"], batch["previous"]["obs"], batch["previous_valid"], reference)
 
-    def _terms(self, alg: MMPPO, batch: dict[str, Any]) -> dict[str, Any]:
+    def _terms(self, alg: Host, batch: dict[str, Any]) -> dict[str, Any]:
         """Discriminator losses on the batch's policy pairs and its expert pairs (reference pairs or the sampler)."""
-        amp, masks, pairs = self.amp, batch.get("masks"), self.batch_pairs(alg, batch)
+        amp, masks, pairs = self, batch.get("masks"), self.batch_pairs(alg, batch)
         p_prev, p_cur = flat_rows(pairs.policy_prev, masks), flat_rows(pairs.policy_cur, masks)
         p_valid = flat_rows(pairs.valid, masks)
         e_prev = e_cur = e_valid = None
@@ -364,7 +361,7 @@ class AmpExtension(Extension):
                 e_prev, e_cur, e_valid = e_prev[keep], e_cur[keep], e_valid[keep]
         if e_prev is None:
             e_prev, e_cur = amp.sample_expert(p_prev.shape[0])
-        mirror = alg.symmetry.mirror_amp if alg.symmetry is not None else None
+        mirror = alg.mirror("amp")
         if mirror is not None:
             p_prev, p_cur = torch.cat((p_prev, mirror(p_prev))), torch.cat((p_cur, mirror(p_cur)))
             p_valid = p_valid.repeat(2)
@@ -378,33 +375,52 @@ class AmpExtension(Extension):
         return terms
 
     @torch.no_grad()
-    def after_update(self, alg: MMPPO) -> None:
+    def after_update(self, alg: Host) -> None:
         """Policy features of the whole rollout and the expert states the update saw, into the feature normalizer."""
-        self.amp.update_normalization(self.pairs.features(alg.rollout.get()["obs"].reshape(-1)))
+        self.update_normalization(self.pairs.features(alg.rollout.get()["obs"].reshape(-1)))
         if self._expert_states:
             states = torch.cat([e[0] for e in self._expert_states])
             valid = [e[1] for e in self._expert_states]
             mask = None if any(v is None for v in valid) else torch.cat(valid)
-            self.amp.update_normalization(states, mask)
+            self.update_normalization(states, mask)
         self._expert_states = []
 
+    # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         """``amp_state_dict``: discriminator, optimizer, step counter."""
-        return {"amp_state_dict": self.amp.state_dict()}
+        state = {
+            "discriminator": self.discriminator.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "num_steps": self.num_steps,
+        }
+        return {"amp_state_dict": state}
 
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
         """Restore ``amp_state_dict`` when the checkpoint has one."""
         if "amp_state_dict" in state:
-            self.amp.load_state_dict(state["amp_state_dict"], strict=strict)
+            amp = state["amp_state_dict"]
+            self.discriminator.load_state_dict(amp["discriminator"], strict=strict)
+            self.optimizer.load_state_dict(amp["optimizer"])
+            self.num_steps = int(amp.get("num_steps", 0))
 
     def runtime_state_dict(self) -> dict[str, Any]:
         """The replay buffer and its cursor."""
-        amp = self.amp
-        return {"amp_replay": (amp._replay.clone(), amp._replay_count, amp._replay_next)}
+        return {"amp_replay": (self._replay.clone(), self._replay_count, self._replay_next)}
 
     def load_runtime_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the replay buffer."""
         if "amp_replay" in state:
             replay, count, nxt = state["amp_replay"]
-            self.amp._replay.copy_(replay)
-            self.amp._replay_count, self.amp._replay_next = int(count), int(nxt)
+            self._replay.copy_(replay)
+            self._replay_count, self._replay_next = int(count), int(nxt)
+
+
+def _extractor(cfg: AmpConfig, env: Any, obs_view: Callable[[Any], Any] | None = None) -> AmpPairExtractor:
+    """The feature and pair extractor of ``cfg``'s callbacks (those with an ``env`` keyword get ``env``)."""
+    spec = {
+        "amp_obs_extractor": cfg.amp_obs_extractor,
+        "amp_ref_obs_extractor": cfg.amp_ref_obs_extractor,
+        "reference_groups": cfg.reference_groups,
+        "_env": env,
+    }
+    return AmpPairExtractor(spec, obs_view)

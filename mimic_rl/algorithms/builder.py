@@ -7,25 +7,26 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from mimic_rl.algorithms.extensions import (
+    BuildContext,
+    Extension,
+    build_extensions,
+    extension_class,
+    extension_config_keys,
+)
 from mimic_rl.algorithms.ppo import MMPPO
 from mimic_rl.algorithms.registry import register, register_builder, resolve
-from mimic_rl.errors import ConfigError
 from mimic_rl.models.actor_critic import Actor, Critic, ReferenceModel
 from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.storage import PolicyRollout
-from mimic_rl.storage.amp_pairs import AmpPairExtractor
 from mimic_rl.utils import check_kwargs
 
 __all__ = ["build_mmppo", "check_section_kwargs", "describe_groups", "observation_layout", "strip_class_name"]
 
 
-def _shape(obs: TensorDictBase, key: str) -> tuple[int, ...] | None:
-    return tuple(obs[key].shape[1:]) if key in obs.keys() else None
-
-
 def observation_layout(obs: TensorDictBase, groups: ObsGroups | None = None) -> dict[str, Any]:
-    """Per-env input shapes of the actor, the critic and the optional groups (None where absent), for the groups
-    ``groups`` selects (default: resolved from ``obs``'s group names)."""
+    """Per-env input shapes of the actor and the critic (None where absent), for the groups ``groups`` selects
+    (default: resolved from ``obs``'s group names)."""
     groups = groups or ObsGroups.resolve(None, obs)
     shapes = groups.shapes(obs)
     separate_critic_ref = groups.critic_reference is not None and groups.critic_reference != groups.actor_reference
@@ -35,8 +36,6 @@ def observation_layout(obs: TensorDictBase, groups: ObsGroups | None = None) -> 
         "critic": (shapes["critic"],) if groups.critic != groups.actor else None,
         "critic_reference": shapes["critic_reference"] if separate_critic_ref else None,
         "critic_reference_or_actor": shapes["critic_reference"],
-        "amp": _shape(obs, "amp"),
-        "rnd_state": _shape(obs, "rnd_state"),
     }
 
 
@@ -65,7 +64,8 @@ def strip_class_name(
 def check_section_kwargs(
     algorithm: dict[str, Any], actor: dict[str, Any], critic: dict[str, Any], name: str = "{}"
 ) -> None:
-    """Raise ``ValueError`` naming any key that MMPPO, the actor or the critic does not accept.
+    """Raise ``ConfigError`` naming any key that MMPPO, an extension's config, the actor or the critic does not
+    accept.
 
     ``name`` formats the section name in messages: ``"{}"`` gives ``algorithm``, ``"cfg['{}']"`` gives
     ``cfg['algorithm']``.
@@ -76,84 +76,69 @@ def check_section_kwargs(
         (Actor.__init__, model_init), actor, name.format("actor"), ("obs_dim", "num_actions", "ref_shape", "output_dim")
     )
     check_kwargs((Critic.__init__, model_init), critic, name.format("critic"), ("obs_dim", "ref_shape", "output_dim"))
+    sections = {k: v for k, v in algorithm.items() if k in extension_config_keys()}
+    reserved = ("actor", "critic", "storage", "device", "multi_gpu_cfg", "obs_groups", "extensions")
     check_kwargs(
-        MMPPO.__init__,
-        algorithm,
-        name.format("algorithm"),
-        ("actor", "critic", "storage", "device", "multi_gpu_cfg", "obs_groups", "extensions"),
+        MMPPO.__init__, {k: v for k, v in algorithm.items() if k not in sections}, name.format("algorithm"), reserved
     )
+    for key, section in sections.items():
+        if section:
+            extension_class(key).parse(section, f"{name.format('algorithm')}.{key}")
 
 
-def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str | torch.device):
+def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str | torch.device) -> MMPPO:
     """Actor and critic sized from ``obs``, a ``PolicyRollout`` of the env's groups (and the fields the extensions
-    need), and MMPPO.
+    need), the extensions their config sections turn on, and MMPPO.
 
-    ``cfg`` keys: ``algorithm`` (MMPPO arguments), ``actor`` / ``critic`` (model arguments), ``num_steps_per_env``,
-    optional ``multi_gpu``, ``obs_groups`` (which groups each model reads, see ``ObsGroups``; defaults from the
-    env's groups) and ``extensions`` (``Extension`` objects whose hooks run after the built-in ones). Each section's
-    ``class_name`` selects a registered class (``mimic_rl.algorithms.registry``). Unknown keys are errors that name
-    the key.
+    ``cfg`` keys: ``algorithm`` (MMPPO arguments and extension sections such as ``amp_cfg``), ``actor`` / ``critic``
+    (model arguments), ``num_steps_per_env``, optional ``multi_gpu``, ``obs_groups`` (which groups each model reads,
+    see ``ObsGroups``; defaults from the env's groups) and ``extensions`` (``Extension`` objects whose hooks run after
+    the configured ones). Each section's ``class_name`` selects a registered class
+    (``mimic_rl.algorithms.registry``). Unknown keys are errors that name the key.
     """
     groups = ObsGroups.resolve(cfg.get("obs_groups"), obs)
-    layout = observation_layout(obs, groups)
     alg_cfg, alg_cls = strip_class_name(cfg.get("algorithm"), "cfg['algorithm']", "MMPPO", "algorithm")
     actor_cfg, actor_cls = strip_class_name(cfg.get("actor"), "cfg['actor']", "Actor")
     critic_cfg, critic_cls = strip_class_name(cfg.get("critic"), "cfg['critic']", "Critic")
     check_section_kwargs(alg_cfg, actor_cfg, critic_cfg, name="cfg['{}']")
+    layout = observation_layout(obs, groups)
     num_actions = int(env.num_actions)
-    policy_dim = layout["policy"][-1]
-    actor = actor_cls(policy_dim, num_actions, layout["reference"], **actor_cfg)
-    critic_dim = (layout["critic"] or layout["policy"])[-1]
-    critic = critic_cls(critic_dim, layout["critic_reference_or_actor"], **critic_cfg)
-
-    amp_cfg = alg_cfg.get("amp_cfg")
+    actor = actor_cls(layout["policy"][-1], num_actions, layout["reference"], **actor_cfg)
+    critic = critic_cls((layout["critic"] or layout["policy"])[-1], layout["critic_reference_or_actor"], **critic_cfg)
+    sections = _extension_sections(alg_cfg, obs, env, groups)
     stored = {g: obs[g] for g in groups.stored()}  # example tensors: shapes and dtypes of the env's groups
-    if amp_cfg:
-        amp_cfg = dict(amp_cfg)
-        if layout["amp"] is not None:
-            stored["amp"] = obs["amp"]
-        if layout["reference"] is None and not amp_cfg.get("expert_sampler") and hasattr(env, "amp_expert_sampler"):
-            amp_cfg["expert_sampler"] = env.amp_expert_sampler  # no reference stream: expert pairs from the env
-        amp_cfg["_env"] = env  # for extractors that take an env keyword (the GBC seed's convention)
-        if "num_features" not in amp_cfg:
-            try:
-                features = AmpPairExtractor(amp_cfg).features(obs.select(*stored.keys()))
-            except KeyError as exc:
-                raise ConfigError(
-                    f"algorithm.amp_cfg.amp_obs_extractor: expected the observation group it reads, found the env's "
-                    f"groups {sorted(obs.keys())} ({exc}); use an env with an amp group (on mjlab: "
-                    "MimicRL-Tracking-G1-AMP)"
-                ) from None
-            amp_cfg["num_features"] = int(features.shape[-1])
-        alg_cfg["amp_cfg"] = amp_cfg
-    rnd_cfg = alg_cfg.get("rnd_cfg")
-    rnd_shape = None
-    if rnd_cfg:
-        rnd_shape = layout["rnd_state"] or layout["policy"]
-        rnd_cfg = dict(rnd_cfg)
-        rnd_cfg.setdefault("num_states", rnd_shape[-1])
-        alg_cfg["rnd_cfg"] = rnd_cfg
-    storage = PolicyRollout(
-        "rl",
-        int(env.num_envs),
-        int(cfg.get("num_steps_per_env", 24)),
-        stored,  # the env's groups under their names; the models pick theirs with obs_groups
-        (num_actions,),
-        dagger_actions=alg_cfg.get("dagger_cfg") is not None,
-        rnd_state_shape=rnd_shape,
-        device=device,
-    )
-    extensions = cfg.get("extensions")
+    fields: dict[str, Any] = {}
+    for cls, section in sections.values():
+        stored.update({g: obs[g] for g in cls.stored_groups(obs, groups)})
+        fields.update(cls.rollout_fields(section, obs, env, groups))
+    steps = int(cfg.get("num_steps_per_env", 24))
+    rollout = PolicyRollout("rl", int(env.num_envs), steps, stored, (num_actions,), fields=fields, device=device)
+    ctx = BuildContext(torch.device(device), rollout, groups, env, obs)
+    built = build_extensions({key: section for key, (_, section) in sections.items()}, ctx)
     return alg_cls(
         actor,
         critic,
-        storage,
+        rollout,
         device=device,
         multi_gpu_cfg=cfg.get("multi_gpu"),
         obs_groups=groups,
-        extensions=extensions,
+        extensions=[*built, *(cfg.get("extensions") or ())],
         **alg_cfg,
     )
+
+
+def _extension_sections(
+    alg_cfg: dict[str, Any], obs: TensorDictBase, env: Any, groups: ObsGroups
+) -> dict[str, tuple[type[Extension], Any]]:
+    """The extension sections that are on, taken out of ``alg_cfg``, parsed and completed from the env (sizes), in
+    ``build_rank`` order: config key -> (extension class, config)."""
+    sections = {}
+    for key in [k for k in alg_cfg if k in extension_config_keys()]:
+        section = alg_cfg.pop(key)
+        if section:
+            cls = extension_class(key)
+            sections[key] = (cls, cls.prepare(cls.parse(section, f"algorithm.{key}"), obs, env, groups))
+    return dict(sorted(sections.items(), key=lambda item: item[1][0].build_rank))
 
 
 register_builder("MMPPO", build_mmppo)

@@ -56,6 +56,29 @@ def _check_deployable(groups: ObsGroups) -> ObsGroups:
     return groups
 
 
+def _check_settings(loss_type: str, optimizer: str, gradient_length: int, num_learning_epochs: int) -> None:
+    """``ValueError`` naming an unknown loss or optimizer, or a length or epoch count below 1."""
+    if loss_type not in _LOSSES:
+        raise ValueError(f"loss_type must be one of {sorted(_LOSSES)}, got {loss_type!r}")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
+    if int(gradient_length) < 1 or int(num_learning_epochs) < 1:
+        raise ValueError(
+            f"gradient_length and num_learning_epochs must be >= 1, got {gradient_length}, {num_learning_epochs}"
+        )
+
+
+def _student_groups(obs_groups: ObsGroups | None, student_obs_group: str | None) -> ObsGroups | None:
+    """The groups the student reads (``student_obs_group`` replacing the actor's), checked to be deployable."""
+    if obs_groups is not None and student_obs_group is not None:
+        obs_groups = replace(obs_groups, actor=(student_obs_group,))
+    if obs_groups is not None:
+        _check_deployable(obs_groups)
+    elif student_obs_group in PRIVILEGED_GROUPS:
+        _check_deployable(ObsGroups((student_obs_group,)))
+    return obs_groups
+
+
 def _detach(hidden: HiddenState, clone: bool = False) -> HiddenState:
     """``hidden`` cut from the graph; ``clone`` also makes a normal tensor of one created under inference mode."""
     if hidden is None:
@@ -93,20 +116,8 @@ class Distillation:
         max_nonfinite_batches: int = 3,
         obs_groups: ObsGroups | None = None,
     ) -> None:
-        if loss_type not in _LOSSES:
-            raise ValueError(f"loss_type must be one of {sorted(_LOSSES)}, got {loss_type!r}")
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
-        if int(gradient_length) < 1 or int(num_learning_epochs) < 1:
-            raise ValueError(
-                f"gradient_length and num_learning_epochs must be >= 1, got {gradient_length}, {num_learning_epochs}"
-            )
-        if obs_groups is not None and student_obs_group is not None:
-            obs_groups = replace(obs_groups, actor=(student_obs_group,))
-        if obs_groups is not None:
-            _check_deployable(obs_groups)
-        elif student_obs_group in PRIVILEGED_GROUPS:
-            _check_deployable(ObsGroups((student_obs_group,)))
+        _check_settings(loss_type, optimizer, gradient_length, num_learning_epochs)
+        obs_groups = _student_groups(obs_groups, student_obs_group)
         self.device = torch.device(device)
         self.multi_gpu, self.is_multi_gpu, self.gpu_global_rank, self.gpu_world_size = placement(multi_gpu_cfg)
         self.student = student.to(self.device)
@@ -150,17 +161,17 @@ class Distillation:
             if self.student_obs_group is not None:
                 groups = replace(groups, actor=(self.student_obs_group,))
             self.obs_groups = _check_deployable(groups)
-        student_obs, ref, mask = self.obs_groups.actor_inputs(obs)
+        student_obs, reference, mask = self.obs_groups.actor_inputs(obs)
         if self.student.ref_shape is None:
             return student_obs, None, None
-        return student_obs, ref, mask
+        return student_obs, reference, mask
 
     def act(self, obs: TensorDictBase) -> torch.Tensor:
         """The executed actions: the teacher's with probability ``beta`` per env, else the student's."""
-        s_obs, ref, mask = self._student_inputs(obs)
+        s_obs, reference, mask = self._student_inputs(obs)
         if self.rollout.step == 0:  # the recurrent state the update replays this rollout from
             self._rollout_hidden = _detach(self.student.get_hidden_state())
-        mean = self.student(s_obs, ref, mask)
+        mean = self.student(s_obs, reference, mask)
         actions = mean
         if self.stochastic_student:
             actions = mean + self.student.head.std() * torch.randn_like(mean)
@@ -205,19 +216,19 @@ class Distillation:
     def _chunk_loss(self, start: int, stop: int, hidden: HiddenState) -> tuple[torch.Tensor, HiddenState]:
         """Sum over steps ``start:stop`` of the per-step behaviour loss, and the recurrent state after them."""
         chunk = self.rollout.get()[start:stop]
-        obs, ref, mask = self._student_inputs(chunk["obs"])
-        if ref is not None and mask is None:
-            mask = torch.ones(ref.shape[:2], dtype=torch.bool, device=ref.device)
+        obs, reference, mask = self._student_inputs(chunk["obs"])
+        if reference is not None and mask is None:
+            mask = torch.ones(reference.shape[:2], dtype=torch.bool, device=reference.device)
         target = chunk["privileged_actions"]
         if not self.student.is_recurrent:
-            pred = self.student(obs, ref, mask)  # [L, N, A] in one batch
+            pred = self.student(obs, reference, mask)  # [L, N, A] in one batch
             per_step = self.loss_fn(pred, target, reduction="none").flatten(1).mean(-1)
             return per_step.sum(), hidden
         loss = torch.zeros((), device=self.device)
         dones = chunk["dones"]
         for i in range(stop - start):
             out, hidden = self.student.step(
-                obs[i], None if ref is None else ref[i], None if ref is None else mask[i], hidden
+                obs[i], None if reference is None else reference[i], None if reference is None else mask[i], hidden
             )
             loss = loss + self.loss_fn(out, target[i])
             hidden = zero_done(hidden, dones[i])
@@ -250,10 +261,10 @@ class Distillation:
                 self.optimizer.step()
                 total += loss.detach() / (stop - start)
                 counted += 1
-        obs, ref, mask = self._student_inputs(self.rollout.get()[:steps]["obs"].reshape(-1))
-        if ref is not None and mask is None:
-            mask = torch.ones(ref.shape[:1], dtype=torch.bool, device=ref.device)
-        self.student.update_normalization(obs, ref, mask)
+        obs, reference, mask = self._student_inputs(self.rollout.get()[:steps]["obs"].reshape(-1))
+        if reference is not None and mask is None:
+            mask = torch.ones(reference.shape[:1], dtype=torch.bool, device=reference.device)
+        self.student.update_normalization(obs, reference, mask)
         self.student.head.check()
         self.iteration += 1
         self.rollout.clear()

@@ -1,10 +1,10 @@
 """MMPPO: PPO with reference observations, AMP, RND, DAgger guidance, symmetry and multi-GPU training.
 
-Keeps rsl_rl's ``PPO`` constructor (plus ``amp_cfg``, ``dagger_cfg``) and fixes GBC's MMPPO: the action std is in the
-optimizer, the style reward enters the reward before the transition is stored, the RND predictor's optimizer steps,
-the R1 penalty is taken on expert pairs only, the imitation loss shares the PPO backward, normalizers are updated
-once per iteration with raw observations, and time-outs bootstrap from the critic (with references) on the real
-next state.
+Keeps rsl_rl's ``PPO`` constructor (its ``rnd_cfg`` and ``symmetry_cfg``, like every registered extension's config
+section, are extension keywords) and fixes GBC's MMPPO: the action std is in the optimizer, the style reward enters
+the reward before the transition is stored, the RND predictor's optimizer steps, the R1 penalty is taken on expert
+pairs only, the imitation loss shares the PPO backward, normalizers are updated once per iteration with raw
+observations, and time-outs bootstrap from the critic (with references) on the real next state.
 
 Observations are the env's TensorDict of named groups; ``obs_groups`` (``ObsGroups``) says which groups the actor
 and the critic read. The storage (a ``PolicyRollout``) keeps those groups under the env's names in its ``obs``
@@ -16,7 +16,7 @@ symmetry are ``Extension`` objects whose hooks it calls (``extensions.py``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -24,23 +24,26 @@ from tensordict import TensorDictBase
 from torch import nn
 
 from mimic_rl.algorithms import ppo_losses as L
-from mimic_rl.algorithms.amp import AMP, AmpExtension
-from mimic_rl.algorithms.dagger import DaggerExtension, DaggerGuidance
 from mimic_rl.algorithms.distributed import MultiGPUConfig, placement
-from mimic_rl.algorithms.extensions import Extension, PolicyOutput, SideLoss
+from mimic_rl.algorithms.extensions import (
+    BuildContext,
+    Extension,
+    PolicyOutput,
+    SideLoss,
+    build_extensions,
+    extension_config_keys,
+    registered_extension_names,
+)
 from mimic_rl.algorithms.optimizers import OPTIMIZERS, make_optimizer
 from mimic_rl.algorithms.ppo_state import AlgorithmState
 from mimic_rl.algorithms.registry import builder_for, register_algorithm
-from mimic_rl.algorithms.rnd import RandomNetworkDistillation, RndExtension
 from mimic_rl.algorithms.step_means import StepMeans, TermMeans
-from mimic_rl.algorithms.symmetry import Symmetry, SymmetryExtension
 from mimic_rl.errors import TrainingDiverged
 from mimic_rl.models.actor_critic import Actor, Critic
 from mimic_rl.models.distributions import gaussian_entropy, gaussian_kl, gaussian_log_prob
 from mimic_rl.models.normalization import nonfinite_rows
 from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.storage import PolicyRollout, RolloutStorageMM, rollout_of
-from mimic_rl.storage.amp_pairs import PAIR_ONLY_KEYS, AmpPairExtractor
 
 __all__ = ["MMPPO"]
 
@@ -52,19 +55,48 @@ STREAM_FIELDS = (
     "actions_log_prob",
     "action_mean",
     "action_std",
-    "dagger_actions",
 )
-"""The stored fields a mini-batch's streams carry under their own names (``Extension.transform_batch`` sees them
-next to the model inputs ``obs``, ``ref``, ``critic_obs`` and ``critic_ref``)."""
+"""The stored PPO fields a mini-batch's streams carry under their own names, with the extensions' fields (e.g.
+``dagger_actions``). ``Extension.transform_batch`` sees them next to the model inputs ``obs``, ``reference``,
+``critic_obs`` and ``critic_reference`` (a reference stream is a ``(reference, reference_mask)`` pair, or None)."""
 
 SCHEDULES = ("adaptive", "adaptive_update", "fixed")
 """``adaptive``: rsl_rl's rule after every mini-batch (the KL so far against the rollout's policy); ``adaptive_update``:
 the same rule once per update, on the KL of the whole update (the last mini-batch's); ``fixed``: no change."""
 
 
+_INTS = ("num_learning_epochs", "num_mini_batches", "max_nonfinite_batches")
+_FLOATS = ("clip_param", "gamma", "lam", "value_loss_coef", "entropy_coef", "max_grad_norm", "grad_reduce_bucket_mb")
+_BOOLS = ("use_clipped_value_loss", "normalize_advantage_per_mini_batch")
+_AS_GIVEN = ("schedule", "desired_kl", "returns_method", "sequence_mode", "max_seq_len")
+
+
 @register_algorithm("MMPPO")
 class MMPPO(AlgorithmState):
-    """Proximal policy optimization for motion imitation (see the module docstring)."""
+    """Proximal policy optimization for motion imitation (see the module docstring).
+
+    The keywords ``<name>_cfg`` (``amp_cfg``, ``rnd_cfg``, ``symmetry_cfg``, ``dagger_cfg``, or any registered
+    extension's ``config_key``) build extensions from their config sections; ``extensions`` adds built ones. Each is
+    reached as ``alg.<its name>`` (``alg.amp``; None when a registered one is off).
+    """
+
+    num_learning_epochs: int
+    num_mini_batches: int
+    max_nonfinite_batches: int
+    clip_param: float
+    gamma: float
+    lam: float
+    value_loss_coef: float
+    entropy_coef: float
+    max_grad_norm: float
+    grad_reduce_bucket_mb: float
+    use_clipped_value_loss: bool
+    normalize_advantage_per_mini_batch: bool
+    schedule: str
+    desired_kl: float | None
+    returns_method: str
+    sequence_mode: str
+    max_seq_len: int | None
 
     def __init__(
         self,
@@ -86,11 +118,7 @@ class MMPPO(AlgorithmState):
         desired_kl: float | None = 0.01,
         normalize_advantage_per_mini_batch: bool = False,
         device: str | torch.device = "cpu",
-        rnd_cfg: dict[str, Any] | None = None,
-        symmetry_cfg: dict[str, Any] | None = None,
         multi_gpu_cfg: dict[str, int] | MultiGPUConfig | None = None,
-        amp_cfg: dict[str, Any] | None = None,
-        dagger_cfg: dict[str, Any] | None = None,
         use_mixed_precision: bool = False,
         grad_reduce_bucket_mb: float = 25.0,
         max_nonfinite_batches: int = 3,
@@ -100,15 +128,16 @@ class MMPPO(AlgorithmState):
         critic_learning_rate: float | None = None,
         obs_groups: ObsGroups | None = None,
         extensions: Sequence[Extension] | None = None,
+        **extension_cfgs: Any,
     ) -> None:
-        if schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
+        _check_choices(schedule, optimizer, extension_cfgs)
+        settings = locals()
+        for names, kind in ((_INTS, int), (_FLOATS, float), (_BOOLS, bool), (_AS_GIVEN, None)):
+            for name in names:
+                setattr(self, name, settings[name] if kind is None else kind(settings[name]))
         self.device = torch.device(device)
         self.multi_gpu, self.is_multi_gpu, self.gpu_global_rank, self.gpu_world_size = placement(multi_gpu_cfg)
-        self.actor = actor.to(self.device)
-        self.critic = critic.to(self.device)
+        self.actor, self.critic = actor.to(self.device), critic.to(self.device)
         self.storage = storage
         """The storage given (rsl_rl's attribute): a ``PolicyRollout``, or a seed ``RolloutStorageMM``."""
         self.rollout = rollout_of(storage, "rl", "MMPPO")
@@ -116,44 +145,15 @@ class MMPPO(AlgorithmState):
         self.obs_groups = obs_groups
         """Which observation groups the actor and critic read (resolved from the first observations when None)."""
         self.transition: dict[str, Any] = {}
-        """The step being collected, under the storage's field names (``act`` and the extensions fill it)."""
+        """The step being collected, under the rollout's field names (``act`` and the extensions fill it)."""
         self._hidden: Any = None
         self.learning_rate = float(learning_rate)
         self.critic_learning_rate = None if critic_learning_rate is None else float(critic_learning_rate)
         self.optimizer = self._make_optimizer(optimizer)
-        self.num_learning_epochs = int(num_learning_epochs)
-        self.num_mini_batches = int(num_mini_batches)
-        self.clip_param = float(clip_param)
-        self.gamma = float(gamma)
-        self.lam = float(lam)
-        self.value_loss_coef = float(value_loss_coef)
-        self.entropy_coef = float(entropy_coef)
-        self.max_grad_norm = float(max_grad_norm)
-        self.use_clipped_value_loss = bool(use_clipped_value_loss)
-        self.schedule = schedule
-        self.desired_kl = desired_kl
-        self.normalize_advantage_per_mini_batch = bool(normalize_advantage_per_mini_batch)
         self.use_mixed_precision = bool(use_mixed_precision) and self.device.type == "cuda"
-        self.grad_reduce_bucket_mb = float(grad_reduce_bucket_mb)
-        self.max_nonfinite_batches = int(max_nonfinite_batches)
-        self.returns_method = returns_method
-        self.sequence_mode = sequence_mode
-        self.max_seq_len = max_seq_len
-        self.iteration = 0
-        self.nonfinite_batches = 0
-        """Mini-batches skipped because of a non-finite loss or gradient (total)."""
-        self._nonfinite_streak = 0
-
-        self.extensions: list[Extension] = self._build_extensions(rnd_cfg, symmetry_cfg, dagger_cfg, amp_cfg)
-        """AMP, RND, DAgger guidance, symmetry and any ``extensions`` given, in the order their hooks run."""
-        self.extensions += list(extensions or ())
-        for ext in self.extensions:
-            ext.check(self)
-        self._obs_keys = list(self.rollout.get()["obs"].keys())
-        """The observation groups the storage keeps (under the env's names)."""
-        self._previous_keys = tuple(dict.fromkeys(k for ext in self.extensions for k in ext.previous_keys))
-        """Fields the extensions read at step t - 1 of the same env in every mini-batch (AMP's pairs)."""
+        self.iteration, self.nonfinite_batches, self._nonfinite_streak = 0, 0, 0
         self._logs = StepMeans()
+        self._attach_extensions(extension_cfgs, extensions)
         if self.is_multi_gpu:
             self.broadcast_parameters()
 
@@ -165,52 +165,33 @@ class MMPPO(AlgorithmState):
         ]
         return make_optimizer(name, groups, self.learning_rate, self.device)
 
-    def _build_extensions(self, rnd_cfg: Any, symmetry_cfg: Any, dagger_cfg: Any, amp_cfg: Any) -> list[Extension]:
-        """The built-in extensions from their config sections (built in this order: it fixes their random init)."""
-        rnd = RandomNetworkDistillation(device=self.device, **rnd_cfg) if rnd_cfg else None
-        symmetry = Symmetry(**symmetry_cfg) if symmetry_cfg else None
-        dagger = DaggerGuidance(device=self.device, **dagger_cfg) if dagger_cfg else None
-        amp = None
-        if amp_cfg:
-            if "num_features" not in amp_cfg:
-                raise ValueError("amp_cfg needs 'num_features' (construct_algorithm infers it from the extractor)")
-            discriminator_cfg = {k: v for k, v in amp_cfg.items() if k not in PAIR_ONLY_KEYS}
-            pairs = AmpPairExtractor(amp_cfg, self.rollout.obs_view)
-            amp = AmpExtension(AMP(device=self.device, **discriminator_cfg), pairs)
-        built = [
-            None if dagger is None else DaggerExtension(dagger),
-            None if symmetry is None else SymmetryExtension(symmetry),
-            amp,
-            None if rnd is None else RndExtension(rnd),
-        ]
-        return [ext for ext in built if ext is not None]
+    def _attach_extensions(self, cfgs: dict[str, Any], given: Sequence[Extension] | None) -> None:
+        """The extensions built from their config sections (registered ones, in ``hook_rank`` order), then those
+        given; each checks that this algorithm can host it."""
+        ctx = BuildContext(self.device, self.rollout, self.obs_groups)
+        self.extensions: list[Extension] = [*build_extensions(cfgs, ctx), *(given or ())]
+        """The extensions, in the order their hooks run."""
+        for ext in self.extensions:
+            ext.check(self)
+        self._obs_keys = list(self.rollout.get()["obs"].keys())
+        """The observation groups the rollout keeps (under the env's names)."""
+        self._extension_fields = tuple(f for f in self.rollout.batch_keys if f != "obs" and f not in STREAM_FIELDS)
+        """The rollout's fields beyond PPO's (``dagger_actions``, ``rnd_state``): streams of every mini-batch too."""
+        self._previous_keys = tuple(dict.fromkeys(k for ext in self.extensions for k in ext.previous_keys))
+        """Fields the extensions read at step t - 1 of the same env in every mini-batch (AMP's pairs)."""
 
-    def _extension(self, name: str) -> Extension | None:
-        return next((ext for ext in self.extensions if ext.name == name), None)
+    def __getattr__(self, name: str) -> Any:
+        """``alg.<extension name>``: the extension of that name (None for a registered extension that is off)."""
+        for ext in self.__dict__.get("extensions", ()):
+            if ext.name == name:
+                return ext
+        if name in registered_extension_names():
+            return None
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    @property
-    def amp(self) -> AMP | None:
-        """The AMP discriminator and its optimizer (None without ``amp_cfg``)."""
-        ext = self._extension("amp")
-        return None if ext is None else ext.amp  # type: ignore[attr-defined]
-
-    @property
-    def rnd(self) -> RandomNetworkDistillation | None:
-        """The RND predictor and target (None without ``rnd_cfg``)."""
-        ext = self._extension("rnd")
-        return None if ext is None else ext.rnd  # type: ignore[attr-defined]
-
-    @property
-    def dagger(self) -> DaggerGuidance | None:
-        """The DAgger teacher and imitation loss (None without ``dagger_cfg``)."""
-        ext = self._extension("dagger")
-        return None if ext is None else ext.dagger  # type: ignore[attr-defined]
-
-    @property
-    def symmetry(self) -> Symmetry | None:
-        """The mirror functions (None without ``symmetry_cfg``)."""
-        ext = self._extension("symmetry")
-        return None if ext is None else ext.symmetry  # type: ignore[attr-defined]
+    def mirror(self, stream: str) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """The first mirror function of ``stream`` an extension gives (symmetry's), or None."""
+        return next((fn for ext in self.extensions if (fn := ext.mirror(stream)) is not None), None)
 
     # ------------------------------------------------------------------ observation groups
     def stored_observations(self, obs: TensorDictBase) -> TensorDictBase:
@@ -351,13 +332,13 @@ class MMPPO(AlgorithmState):
 
     def _policy_terms(self, batch: dict[str, Any]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """PPO terms of one mini-batch, and the extensions' terms on the actor's output; returns (terms, KL)."""
-        (obs, ref, ref_mask), (critic_obs, critic_ref, critic_mask) = self._model_inputs(batch["obs"])
+        actor_in, critic_in = self._model_inputs(batch["obs"])
         s = {
-            "obs": obs,
-            "ref": None if ref is None else (ref, ref_mask),
-            "critic_obs": critic_obs,
-            "critic_ref": None if critic_ref is None else (critic_ref, critic_mask),
-            **{key: batch.get(key) for key in STREAM_FIELDS},
+            "obs": actor_in[0],
+            "reference": None if actor_in[1] is None else actor_in[1:],
+            "critic_obs": critic_in[0],
+            "critic_reference": None if critic_in[1] is None else critic_in[1:],
+            **{key: batch.get(key) for key in (*STREAM_FIELDS, *self._extension_fields)},
         }
         n, mask = s["obs"].shape[0], batch.get("loss_mask")
         if self.normalize_advantage_per_mini_batch:
@@ -366,11 +347,11 @@ class MMPPO(AlgorithmState):
             s["advantages"] = (adv - mean) / (L.masked_mean((adv - mean).square(), adv_mask).sqrt() + 1e-8)
         for ext in self.extensions:
             s = ext.transform_batch(self, s)
-        ref, ref_mask = s["ref"] if s["ref"] is not None else (None, None)
-        critic_ref, critic_mask = s["critic_ref"] if s["critic_ref"] is not None else (None, None)
+        reference, reference_mask = s["reference"] or (None, None)
+        critic_reference, critic_reference_mask = s["critic_reference"] or (None, None)
         hidden_a, hidden_c = batch["hidden_states"]
-        mean, std = self.actor.distribution(s["obs"], ref, ref_mask, hidden_state=hidden_a)
-        values = self.critic(s["critic_obs"], critic_ref, critic_mask, hidden_state=hidden_c)
+        mean, std = self.actor.distribution(s["obs"], reference, reference_mask, hidden_state=hidden_a)
+        values = self.critic(s["critic_obs"], critic_reference, critic_reference_mask, hidden_state=hidden_c)
         log_prob = gaussian_log_prob(s["actions"], mean, std)
         value_mask = None if mask is None else mask.unsqueeze(-1)
         terms = {
@@ -476,12 +457,25 @@ class MMPPO(AlgorithmState):
         return builder_for("MMPPO")(obs, env, cfg, device)
 
 
+def _check_choices(schedule: str, optimizer: str, extension_cfgs: dict[str, Any]) -> None:
+    """``ValueError`` naming an unknown schedule, optimizer or keyword (the known extension config keys)."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
+    unknown = sorted(set(extension_cfgs) - set(extension_config_keys()))
+    if unknown:
+        raise TypeError(
+            f"MMPPO got an unexpected keyword argument {unknown[0]!r}; extension sections are {extension_config_keys()}"
+        )
+
+
 def _with_mask(inputs: tuple[torch.Tensor, Any, Any]) -> tuple[torch.Tensor, Any, Any]:
     """``(obs, reference, mask)`` with an all-True mask for a reference that has no mask group."""
-    obs, ref, mask = inputs
-    if ref is not None and mask is None:
-        mask = torch.ones(ref.shape[: obs.dim() - 1], dtype=torch.bool, device=ref.device)
-    return obs, ref, mask
+    obs, reference, mask = inputs
+    if reference is not None and mask is None:
+        mask = torch.ones(reference.shape[: obs.dim() - 1], dtype=torch.bool, device=reference.device)
+    return obs, reference, mask
 
 
 def _where_rows(rows: torch.Tensor, a: TensorDictBase, b: TensorDictBase) -> TensorDictBase:

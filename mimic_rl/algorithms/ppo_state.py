@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from mimic_rl.algorithms.distributed import all_reduce_gradients, broadcast_modules
+from mimic_rl.algorithms.extensions import Extension, registered_extension_names
 
 if TYPE_CHECKING:
-    from mimic_rl.algorithms.extensions import Extension
     from mimic_rl.models.actor_critic import Actor, Critic
     from mimic_rl.models.obs_groups import ObsGroups
     from mimic_rl.storage import PolicyRollout
@@ -70,7 +70,7 @@ class AlgorithmState:
 
     def load(self, loaded_dict: dict[str, Any], load_cfg: dict[str, bool] | None = None, strict: bool = True) -> bool:
         """Load the parts named in ``load_cfg`` (default all); returns whether the iteration should be restored."""
-        names = {*_PARTS, "rnd", "amp", *(ext.name for ext in self.extensions)}
+        names = {*_PARTS, *registered_extension_names(), *(ext.name for ext in self.extensions)}
         load_cfg = load_cfg or dict.fromkeys(names, True)
         unknown = set(load_cfg) - names
         if unknown:

@@ -1,8 +1,8 @@
 """Reference-aware actor and critic: an observation stream plus a reference stream with its ``[N]`` bool mask.
 
-Input layout: ``obs`` ``[..., obs_dim]``, ``ref`` ``[..., *ref_shape]``, ``ref_mask`` ``[...]``. With a recurrent core
-(``rnn_type``), 2-D inputs step the collection-time state and 3-D ``[L, B, ...]`` inputs run padded sequences from the
-given ``hidden_state``.
+Input layout: ``obs`` ``[..., obs_dim]``, ``reference`` ``[..., *ref_shape]``, ``reference_mask`` ``[...]``. With a
+recurrent core (``rnn_type``), 2-D inputs step the collection-time state and 3-D ``[L, B, ...]`` inputs run padded
+sequences from the given ``hidden_state``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ class ReferenceModel(nn.Module):
         """Whether the model has a GRU/LSTM core."""
         return self.memory is not None
 
-    def latent(self, obs: torch.Tensor, ref: torch.Tensor | None = None, ref_mask: torch.Tensor | None = None):
+    def latent(
+        self, obs: torch.Tensor, reference: torch.Tensor | None = None, reference_mask: torch.Tensor | None = None
+    ):
         """Normalized observations concatenated with the encoded reference (zeros and mask 0 where absent)."""
         if obs.shape[-1] != self.obs_dim:
             raise ValueError(
@@ -63,25 +65,25 @@ class ReferenceModel(nn.Module):
         if self.encoder is None:
             return x
         lead = obs.shape[:-1]
-        if ref is None:  # an env without any reference stream: every row is "no reference"
-            ref = obs.new_zeros(*lead, *self.ref_shape)
-            ref_mask = torch.zeros(lead, dtype=torch.bool, device=obs.device)
-        elif ref_mask is None:
-            ref_mask = torch.ones(lead, dtype=torch.bool, device=obs.device)
-        ref = ref.reshape(*lead, *self.ref_shape)
+        if reference is None:  # an env without any reference stream: every row is "no reference"
+            reference = obs.new_zeros(*lead, *self.ref_shape)
+            reference_mask = torch.zeros(lead, dtype=torch.bool, device=obs.device)
+        elif reference_mask is None:
+            reference_mask = torch.ones(lead, dtype=torch.bool, device=obs.device)
+        reference = reference.reshape(*lead, *self.ref_shape)
         if self.ref_normalizer is not None:
-            ref = self.ref_normalizer(ref)
-        return torch.cat((x, self.encoder(ref, ref_mask)), dim=-1)
+            reference = self.ref_normalizer(reference)
+        return torch.cat((x, self.encoder(reference, reference_mask)), dim=-1)
 
     def trunk(
         self,
         obs: torch.Tensor,
-        ref: torch.Tensor | None = None,
-        ref_mask: torch.Tensor | None = None,
+        reference: torch.Tensor | None = None,
+        reference_mask: torch.Tensor | None = None,
         hidden_state: HiddenState = None,
     ) -> torch.Tensor:
         """Raw MLP output."""
-        x = self.latent(obs, ref, ref_mask)
+        x = self.latent(obs, reference, reference_mask)
         if self.memory is not None:
             x = self.memory(x, hidden_state)
         return self.mlp(x)
@@ -89,28 +91,28 @@ class ReferenceModel(nn.Module):
     def step(
         self,
         obs: torch.Tensor,
-        ref: torch.Tensor | None = None,
-        ref_mask: torch.Tensor | None = None,
+        reference: torch.Tensor | None = None,
+        reference_mask: torch.Tensor | None = None,
         hidden_state: HiddenState = None,
     ) -> tuple[torch.Tensor, HiddenState]:
         """One step of ``[B, ...]`` inputs from an explicit recurrent state: (raw MLP output, new state).
 
         Without a recurrent core this is ``trunk`` and the state stays None."""
-        x = self.latent(obs, ref, ref_mask)
+        x = self.latent(obs, reference, reference_mask)
         if self.memory is not None:
             x, hidden_state = self.memory.step(x, hidden_state)
         return self.mlp(x), hidden_state
 
     @torch.no_grad()
     def update_normalization(
-        self, obs: torch.Tensor, ref: torch.Tensor | None = None, ref_mask: torch.Tensor | None = None
+        self, obs: torch.Tensor, reference: torch.Tensor | None = None, reference_mask: torch.Tensor | None = None
     ) -> None:
-        """Merge raw observations (and the rows of ``ref`` that have a reference) into the normalizers."""
+        """Merge raw observations (and the rows of ``reference`` that have a reference) into the normalizers."""
         if self.obs_normalizer is not None:
             self.obs_normalizer.update(obs)
-        if self.ref_normalizer is not None and ref is not None:
-            ref = ref.reshape(-1, *self.ref_shape)
-            self.ref_normalizer.update(ref, None if ref_mask is None else ref_mask.reshape(-1))
+        if self.ref_normalizer is not None and reference is not None:
+            reference = reference.reshape(-1, *self.ref_shape)
+            self.ref_normalizer.update(reference, None if reference_mask is None else reference_mask.reshape(-1))
 
     def reset(self, dones: torch.Tensor | None = None) -> None:
         """Zero the recurrent state of done envs (no-op without a recurrent core)."""
@@ -155,19 +157,19 @@ class Actor(ReferenceModel):
     def distribution(
         self,
         obs: torch.Tensor,
-        ref: torch.Tensor | None = None,
-        ref_mask: torch.Tensor | None = None,
+        reference: torch.Tensor | None = None,
+        reference_mask: torch.Tensor | None = None,
         hidden_state: HiddenState = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Action mean and std, both ``[..., num_actions]``."""
-        mean = self.trunk(obs, ref, ref_mask, hidden_state)
+        mean = self.trunk(obs, reference, reference_mask, hidden_state)
         return mean, self.head.std().expand_as(mean)
 
     def forward(
-        self, obs: torch.Tensor, ref: torch.Tensor | None = None, ref_mask: torch.Tensor | None = None
+        self, obs: torch.Tensor, reference: torch.Tensor | None = None, reference_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         """Deterministic action (the mean), the deployable policy."""
-        return self.trunk(obs, ref, ref_mask)
+        return self.trunk(obs, reference, reference_mask)
 
 
 class Critic(ReferenceModel):
@@ -180,18 +182,18 @@ class Critic(ReferenceModel):
     def peek(
         self,
         obs: torch.Tensor,
-        ref: torch.Tensor | None = None,
-        ref_mask: torch.Tensor | None = None,
+        reference: torch.Tensor | None = None,
+        reference_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Value of a state one step after the current one, without advancing a recurrent core's state."""
-        return self.step(obs, ref, ref_mask, self.get_hidden_state())[0]
+        return self.step(obs, reference, reference_mask, self.get_hidden_state())[0]
 
     def forward(
         self,
         obs: torch.Tensor,
-        ref: torch.Tensor | None = None,
-        ref_mask: torch.Tensor | None = None,
+        reference: torch.Tensor | None = None,
+        reference_mask: torch.Tensor | None = None,
         hidden_state: HiddenState = None,
     ) -> torch.Tensor:
         """State value ``[..., 1]``."""
-        return self.trunk(obs, ref, ref_mask, hidden_state)
+        return self.trunk(obs, reference, reference_mask, hidden_state)

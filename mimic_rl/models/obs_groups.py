@@ -83,19 +83,20 @@ class ObsGroups:
         actor = groups("actor", actor_default)
         if not actor:
             raise ValueError(f"{where}.actor: name the policy's observation groups; the env's groups are {have}")
-        actor_ref = one("actor_reference", "reference")
-        actor_mask = one("actor_reference_mask", "reference_mask" if actor_ref == "reference" else None)
-        critic_ref = one("critic_reference", "critic_reference" if "critic_reference" in have else actor_ref)
-        if critic_ref == actor_ref:
+        actor_reference = one("actor_reference", "reference")
+        actor_mask = one("actor_reference_mask", "reference_mask" if actor_reference == "reference" else None)
+        critic_default = "critic_reference" if "critic_reference" in have else actor_reference
+        critic_reference = one("critic_reference", critic_default)
+        if critic_reference == actor_reference:
             critic_mask_default = actor_mask
         else:
-            critic_mask_default = "critic_reference_mask" if critic_ref == "critic_reference" else None
+            critic_mask_default = "critic_reference_mask" if critic_reference == "critic_reference" else None
         return cls(
             actor=actor,
-            actor_reference=actor_ref,
+            actor_reference=actor_reference,
             actor_reference_mask=actor_mask,
             critic=groups("critic", ["critic"] if "critic" in have else list(actor)),
-            critic_reference=critic_ref,
+            critic_reference=critic_reference,
             critic_reference_mask=one("critic_reference_mask", critic_mask_default),
         )
 
@@ -145,12 +146,12 @@ class ObsGroups:
         def dim(groups: tuple[str, ...]) -> int:
             return sum(int(obs[g].shape[-1]) for g in groups)
 
-        def ref(name: str | None) -> tuple[int, ...] | None:
+        def reference_shape(name: str | None) -> tuple[int, ...] | None:
             return tuple(obs[name].shape[1:]) if name else None
 
         return {
             "actor": dim(self.actor),
-            "actor_reference": ref(self.actor_reference),
+            "actor_reference": reference_shape(self.actor_reference),
             "critic": dim(self.critic),
-            "critic_reference": ref(self.critic_reference),
+            "critic_reference": reference_shape(self.critic_reference),
         }

@@ -35,11 +35,11 @@ class MLPReferenceEncoder(nn.Module):
         self.net = MLP(flat, latent_dim, hidden_dims, activation)
         self.output_dim = int(latent_dim) + 1
 
-    def forward(self, ref: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``ref`` ``[..., *ref_shape]``, ``mask`` ``[...]`` bool -> ``[..., latent_dim + 1]``."""
-        lead = ref.shape[: ref.dim() - len(self.ref_shape)]
-        m = mask.reshape(*lead, 1).to(ref.dtype)
-        latent = self.net(ref.reshape(*lead, -1))
+    def forward(self, reference: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``reference`` ``[..., *ref_shape]``, ``mask`` ``[...]`` bool -> ``[..., latent_dim + 1]``."""
+        lead = reference.shape[: reference.dim() - len(self.ref_shape)]
+        m = mask.reshape(*lead, 1).to(reference.dtype)
+        latent = self.net(reference.reshape(*lead, -1))
         return torch.cat((latent * m, m), dim=-1)
 
 
@@ -70,16 +70,16 @@ class TransformerReferenceEncoder(nn.Module):
         nn.init.normal_(self.position, std=0.02)
         self.output_dim = int(latent_dim) + 1
 
-    def forward(self, ref: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``ref`` ``[..., K, D]`` (or ``[..., K * D]``), ``mask`` ``[...]`` bool -> ``[..., latent_dim + 1]``."""
+    def forward(self, reference: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``reference`` ``[..., K, D]`` (or ``[..., K * D]``), ``mask`` ``[...]`` bool -> ``[..., latent_dim + 1]``."""
         k, d = self.ref_shape
         lead = mask.shape
-        tokens = self.embed(ref.reshape(-1, k, d)) + self.position
+        tokens = self.embed(reference.reshape(-1, k, d)) + self.position
         tokens = torch.cat((self.summary.expand(tokens.shape[0], 1, -1), tokens), dim=1)
         m = mask.reshape(-1)
         padding = torch.cat((torch.zeros_like(m).unsqueeze(1), (~m).unsqueeze(1).expand(-1, k)), dim=1)
         encoded = self.encoder(tokens, src_key_padding_mask=padding)
-        mf = m.unsqueeze(1).to(ref.dtype)
+        mf = m.unsqueeze(1).to(reference.dtype)
         latent = self.out(encoded[:, 0]) * mf
         return torch.cat((latent, mf), dim=-1).reshape(*lead, -1)
 

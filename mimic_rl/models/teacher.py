@@ -48,10 +48,10 @@ class ActorTeacher(nn.Module):
 
     def forward(self, obs: TensorDictBase) -> torch.Tensor:
         """Deterministic teacher actions."""
-        actor_obs, ref, mask = self.groups.actor_inputs(obs)
+        actor_obs, reference, mask = self.groups.actor_inputs(obs)
         if self.actor.ref_shape is None:
             return self.actor(actor_obs)
-        return self.actor(actor_obs, ref, mask)
+        return self.actor(actor_obs, reference, mask)
 
     def std(self) -> torch.Tensor:
         """The teacher's action std."""

@@ -76,27 +76,27 @@ class AmpPairExtractor:
         same env (the carry row at t = 0), ``valid`` which pairs are real (``RolloutBuffer.mini_batches``);
         ``reference_groups`` overrides ``self.reference_groups``."""
         lead = tuple(valid.shape)
-        ref_name, mask_name = reference_groups or self.reference_groups
+        reference_name, mask_name = reference_groups or self.reference_groups
         out = AmpPairs(
             policy_prev=_unflatten(self.features(_flatten(previous, lead)), lead),
             policy_cur=_unflatten(self.features(_flatten(obs, lead)), lead),
             valid=valid,
         )
-        if ref_name is None:
+        if reference_name is None:
             return out
-        state, mask = self.ref_fn(_reference(_flatten(previous, lead), ref_name, mask_name))
+        state, mask = self.ref_fn(_reference(_flatten(previous, lead), reference_name, mask_name))
         out.expert_prev, out.expert_prev_mask = _unflatten(state, lead), _unflatten(mask, lead) & valid
-        state, mask = self.ref_fn(_reference(_flatten(obs, lead), ref_name, mask_name))
+        state, mask = self.ref_fn(_reference(_flatten(obs, lead), reference_name, mask_name))
         out.expert_cur, out.expert_cur_mask = _unflatten(state, lead), _unflatten(mask, lead)
         return out
 
 
-def _reference(obs: TensorDictBase, ref_name: str, mask_name: str | None) -> tuple[Any, torch.Tensor]:
+def _reference(obs: TensorDictBase, reference_name: str, mask_name: str | None) -> tuple[Any, torch.Tensor]:
     """(reference, mask) from stored observations; a reference without a mask group is valid everywhere."""
-    ref = obs[ref_name]
+    reference = obs[reference_name]
     if mask_name is not None:
-        return ref, obs[mask_name]
-    return ref, torch.ones(obs.batch_size, dtype=torch.bool, device=ref.device)
+        return reference, obs[mask_name]
+    return reference, torch.ones(obs.batch_size, dtype=torch.bool, device=reference.device)
 
 
 def _identity(x: Any) -> Any:

@@ -4,8 +4,9 @@ One name per concept, from the env to the loss:
 
 - ``obs``: the env's observation groups under the env's own names (a TensorDict: ``policy``, ``reference``,
   ``reference_mask``, ``critic``, ... on the embedded env; ``actor``, ``critic`` on mjlab);
-- ``rnd_state`` (optional): the states RND reads;
-- ``actions``: the executed actions; ``dagger_actions`` (optional): a DAgger teacher's labels;
+- extension fields (``fields=``; e.g. ``rnd_state``, the states RND reads, and ``dagger_actions``, a DAgger
+  teacher's labels);
+- ``actions``: the executed actions;
 - PPO: ``values`` (the critic's value), ``actions_log_prob``, ``action_mean`` and ``action_std`` (the policy that
   acted), ``returns`` and ``advantages`` (filled by ``compute_returns``), ``bootstrap_values`` (V of the real next
   state on time-out steps);
@@ -40,6 +41,16 @@ SCALAR = FieldSpec((1,), scalar=True)
 FLAG = FieldSpec((1,), torch.bool, scalar=True, lenient=True)
 COMPUTED = FieldSpec((1,), scalar=True, computed=True)
 BATCH_EXCLUDED = ("rewards", "bootstrap_values", "dones", "time_outs")
+_CORE_FIELDS = (
+    "values",
+    "returns",
+    "advantages",
+    "actions_log_prob",
+    "action_mean",
+    "action_std",
+    "privileged_actions",
+    *BATCH_EXCLUDED,
+)
 """Fields the update never reads per sample (returns and advantages already hold them)."""
 
 TIMEOUT_FALLBACK_WARNING = (
@@ -53,9 +64,10 @@ class PolicyRollout:
     """``num_steps`` steps of ``num_envs`` envs for PPO (``training_type="rl"``) or distillation.
 
     ``obs`` describes the stored observation groups: an example ``[N]`` TensorDict (or a mapping of group -> example
-    tensor or per-env shape). ``obs_view`` is what user callbacks (AMP feature extractors) receive of stored
-    observations: the stored TensorDict itself by default. ``labels`` / ``leaf_labels`` / ``error_prefix`` name the
-    fields in error messages (``RolloutBuffer``'s arguments).
+    tensor or per-env shape). ``fields`` adds fields (name -> per-env shape, example tensor or ``FieldSpec``) that
+    extensions store, e.g. ``rnd_state`` or ``dagger_actions``. ``obs_view`` is what user callbacks (AMP feature
+    extractors) receive of stored observations: the stored TensorDict itself by default. ``labels`` /
+    ``leaf_labels`` / ``error_prefix`` name the fields in error messages (``RolloutBuffer``'s arguments).
     """
 
     def __init__(
@@ -66,8 +78,7 @@ class PolicyRollout:
         obs: TensorDictBase | Mapping[str, Any],
         actions_shape: Sequence[int] | int,
         *,
-        dagger_actions: bool = False,
-        rnd_state_shape: Sequence[int] | None = None,
+        fields: Mapping[str, Any] | None = None,
         device: str | torch.device = "cpu",
         obs_view: Callable[[Any], Any] | None = None,
         labels: Mapping[str, str] | None = None,
@@ -87,7 +98,7 @@ class PolicyRollout:
         self.buffer = RolloutBuffer(
             self.num_steps,
             self.num_envs,
-            self._spec(obs, actions, dagger_actions, rnd_state_shape),
+            self._spec(obs, actions, fields or {}),
             self.device,
             labels=labels,
             leaf_labels=leaf_labels,
@@ -100,17 +111,15 @@ class PolicyRollout:
         self._all_false = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         self._warned_timeout_fallback = False
 
-    def _spec(
-        self, obs: Any, actions: tuple[int, ...], dagger_actions: bool, rnd_state_shape: Sequence[int] | None
-    ) -> dict[str, Any]:
+    def _spec(self, obs: Any, actions: tuple[int, ...], fields: Mapping[str, Any]) -> dict[str, Any]:
         """The fields, in column order: observations first (AMP gathers them for the previous step), then the
-        fields of a mini-batch, then the rest."""
+        extensions' fields and the fields of a mini-batch, then the rest."""
+        taken = sorted(set(fields) & {"obs", "actions", *_CORE_FIELDS})
+        if taken:
+            raise ValueError(f"PolicyRollout: fields: {taken[0]!r} is a field of every rollout; name yours otherwise")
         spec: dict[str, Any] = {"obs": obs}
-        if rnd_state_shape is not None:
-            spec["rnd_state"] = tuple(rnd_state_shape)
+        spec.update({name: tuple(v) if isinstance(v, list | tuple) else v for name, v in fields.items()})
         spec["actions"] = actions
-        if dagger_actions:
-            spec["dagger_actions"] = actions
         if self.training_type == "rl":
             spec["values"] = SCALAR
             spec["returns"] = spec["advantages"] = COMPUTED

@@ -129,14 +129,7 @@ class RolloutStorageMM:
         amp_cfg: Mapping[str, Any] | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        if training_type not in ("rl", "distillation"):
-            raise ValueError(f"training_type must be one of ('rl', 'distillation'), got {training_type!r}")
-        if int(num_envs) < 1 or int(num_transitions_per_env) < 1:
-            raise ValueError(
-                f"num_envs and num_transitions_per_env must be >= 1, got {num_envs} and {num_transitions_per_env}"
-            )
-        if not _present(obs_shape):
-            raise ValueError(f"obs_shape must describe the policy observations, got {obs_shape!r}")
+        _check_arguments(training_type, num_envs, num_transitions_per_env, obs_shape)
         self.training_type = training_type
         self.device = torch.device(device)
         self.num_envs = int(num_envs)
@@ -154,27 +147,43 @@ class RolloutStorageMM:
         self._obs_groups = list(_leaves(obs_shape)) if self._obs_is_dict else ["policy"]
         self._seed_groups = list(obs_shape.keys()) if self._obs_is_dict else None
         """The top-level groups of a TensorDict ``obs_shape`` (what ``observations`` holds)."""
+        self.core = self._make_core()
+        """The ``PolicyRollout`` underneath (MMPPO and Distillation store into it when given this storage)."""
+        self._step_fields = tuple(n for n in _STEP_FIELDS if n in self.core.fields)
+        self._batch_keys = self.core.batch_keys
+        self._bind_seed_buffers()
+        self._all_true = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        self._amp = None
+        if self.amp_cfg is not None:
+            reference = ("reference", "reference_mask") if "reference" in self._groups else None
+            self._amp = AmpPairExtractor({**self.amp_cfg, "reference_groups": reference}, self._observations)
+
+    def _make_core(self) -> PolicyRollout:
+        """The ``PolicyRollout`` of the seed's buffers: its groups, RND states and DAgger labels, seed labels."""
         spec, labels = self._obs_spec()
-        self.core = PolicyRollout(
-            training_type,
+        fields: dict[str, Any] = {}
+        if _present(self.rnd_state_shape):
+            fields["rnd_state"] = tuple(self.rnd_state_shape)
+        if self.apply_dagger_actions:
+            fields["dagger_actions"] = tuple(self.actions_shape)
+        return PolicyRollout(
+            self.training_type,
             self.num_envs,
             self.num_transitions_per_env,
             spec,
-            tuple(actions_shape),
-            dagger_actions=self.apply_dagger_actions,
-            rnd_state_shape=tuple(rnd_state_shape) if _present(rnd_state_shape) else None,
+            tuple(self.actions_shape),
+            fields=fields,
             device=self.device,
             obs_view=self._observations,
             labels={"obs": "observations", "action_std": "action_sigma"},
             leaf_labels={"obs": labels},
             error_prefix="Transition.",
         )
-        """The ``PolicyRollout`` underneath (MMPPO and Distillation store into it when given this storage)."""
-        fields = self.core.fields
-        self._step_fields = tuple(n for n in _STEP_FIELDS if n in fields)
-        self._batch_keys = self.core.batch_keys
-        view = self.core.get()
-        for seed, core in _SEED_NAMES.items():  # seed attribute names; absent buffers are None
+
+    def _bind_seed_buffers(self) -> None:
+        """The seed's attribute names as views into the core (absent buffers are None)."""
+        fields, view = self.core.fields, self.core.get()
+        for seed, core in _SEED_NAMES.items():
             if seed == "observations":
                 value = self._observations(view["obs"])
             elif isinstance(core, tuple):
@@ -182,11 +191,6 @@ class RolloutStorageMM:
             else:
                 value = view[core] if core in fields else None
             setattr(self, seed, value)
-        self._all_true = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
-        self._amp = None
-        if self.amp_cfg is not None:
-            reference = ("reference", "reference_mask") if "reference" in self._groups else None
-            self._amp = AmpPairExtractor({**self.amp_cfg, "reference_groups": reference}, self._observations)
 
     def _obs_spec(self) -> tuple[dict[Any, Any], dict[Any, str]]:
         """The core's observation groups (per-env shapes or example tensors) and their Transition labels."""
@@ -438,6 +442,18 @@ class RolloutStorageMM:
             batch.ref_obs_prev_state, batch.ref_obs_prev_mask = pairs.expert_prev, pairs.expert_prev_mask
             batch.ref_obs_cur_state, batch.ref_obs_cur_mask = pairs.expert_cur, pairs.expert_cur_mask
         return batch
+
+
+def _check_arguments(training_type: str, num_envs: int, num_transitions_per_env: int, obs_shape: Any) -> None:
+    """``ValueError`` for a training type, a size or an observation shape the seed storage cannot hold."""
+    if training_type not in ("rl", "distillation"):
+        raise ValueError(f"training_type must be one of ('rl', 'distillation'), got {training_type!r}")
+    if int(num_envs) < 1 or int(num_transitions_per_env) < 1:
+        raise ValueError(
+            f"num_envs and num_transitions_per_env must be >= 1, got {num_envs} and {num_transitions_per_env}"
+        )
+    if not _present(obs_shape):
+        raise ValueError(f"obs_shape must describe the policy observations, got {obs_shape!r}")
 
 
 def rollout_of(storage: PolicyRollout | RolloutStorageMM, training_type: str, who: str) -> PolicyRollout:
