@@ -38,7 +38,7 @@ def test_groups_shapes_and_step_extras(data_dir):
     assert TASK in env.cfg.task and command.library.num_clips == 2 and env.num_actions == 29
     n, k = NUM_ENVS, 5
     shapes = {"policy": (n, 96), "reference": (n, k, 67), "critic": (n, 96 + 30 * 9 + 1), "amp": (n, 58)}
-    shapes.update({"critic_reference": (n, k, 67), "reference_mask": (n,), "critic_reference_mask": (n,)})
+    shapes["reference_mask"] = (n,)  # the critic reads the actor's reference: one group, stored once
     actions = 0.3 * torch.randn(n, 29, generator=torch.Generator().manual_seed(0))
     for _ in range(3):
         obs, rewards, dones, extras = env.step(actions)

@@ -3,7 +3,7 @@ budget, both judged by evaluation from each clip's first frame.
 
 rsl_rl trains the same env (the config's MuJoCo tracking env) through a thin wrapper that flattens the reference
 groups (rsl_rl's MLPModel takes 1-D groups): its actor sees ``policy + reference`` and its critic ``critic +
-critic_reference`` (rsl_rl's obs_groups mapping), with the config's PPO settings, hidden sizes, activation, initial
+reference`` (rsl_rl's obs_groups mapping), with the config's PPO settings, hidden sizes, activation, initial
 std and observation normalization. Every ``--eval-every`` env steps both policies are evaluated the same way
 (``mimic_rl.runners.evaluation``: the deterministic policy, every clip from its first frame, no randomization). The
 script prints the env steps each needs to reach the target (success and global MPJPE) and their ratio, writes both
@@ -32,8 +32,8 @@ from mimic_rl.runners.evaluation import evaluate_policy
 
 
 def _flat(obs: TensorDict) -> TensorDict:
-    """The groups rsl_rl's MLPs read, 1-D: policy, reference, critic, critic_reference."""
-    groups = {k: obs[k].flatten(1) for k in ("policy", "reference", "critic", "critic_reference")}
+    """The groups rsl_rl's MLPs read, 1-D: policy, reference, critic."""
+    groups = {k: obs[k].flatten(1) for k in ("policy", "reference", "critic")}
     return TensorDict(groups, batch_size=obs.batch_size)
 
 
@@ -104,7 +104,7 @@ def rsl_rl_config(cfg: Any) -> dict[str, Any]:
         "num_steps_per_env": cfg.runner.num_steps_per_env,
         "save_interval": 10**9,
         "algorithm": alg,
-        "obs_groups": {"actor": ["policy", "reference"], "critic": ["critic", "critic_reference"]},
+        "obs_groups": {"actor": ["policy", "reference"], "critic": ["critic", "reference"]},
         "actor": actor,
         "critic": dict(model),
         "logger": "tensorboard",

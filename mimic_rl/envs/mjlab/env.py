@@ -177,13 +177,10 @@ class MjlabVecEnv:
         self.wrapped.episode_length_buf = value
 
     def _groups(self, obs: Any) -> Any:
-        """The package's groups: mjlab's amp group on its tracking tasks, the masks and the critic's reference on
-        this package's."""
+        """The package's groups: mjlab's amp group on its tracking tasks, the reference mask on this package's (the
+        critic reads the actor's reference: one group, stored once)."""
         if self.mimic_command is not None:
-            mask = self.mimic_command.reference_mask
-            obs["reference_mask"] = mask
-            obs["critic_reference"] = obs["reference"]
-            obs["critic_reference_mask"] = mask
+            obs["reference_mask"] = self.mimic_command.reference_mask
         elif self.motion_command is not None:
             command = self.motion_command
             obs["amp"] = torch.cat((command.robot_joint_pos, command.robot_joint_vel), dim=-1)
@@ -226,7 +223,6 @@ class MjlabVecEnv:
                 continue
             done = dones.reshape(-1, *([1] * (value.dim() - 1)))
             final[name] = torch.where(done, pre, value)
-        final["critic_reference"] = final["reference"]
         extras["final_observations"] = TensorDict(final, batch_size=[self.num_envs], device=self.device)
         extras["log"] = dict(result["log"])
         extras["tracking"] = {"terminated": result["terminated"], "body_error_mm": result["body_error_mm"]}

@@ -3,9 +3,9 @@
 Observation groups (the package contract): ``policy`` (joint positions relative to the default pose, joint velocities,
 the anchor's linear and angular velocity in its own frame, its projected gravity, the last action), ``reference``
 (K future reference frames from the tracking MDP core) with ``reference_mask``, ``critic`` (the policy group plus
-every tracked body's pose in the anchor frame), ``critic_reference`` with its mask, and ``amp`` (joint positions and
-velocities, the layout of the reference's first two blocks). Rewards, terminations and metrics come from
-``mimic_rl.tasks.tracking``; this module only adapts MuJoCo's body states to it.
+every tracked body's pose in the anchor frame; the critic reads the same ``reference``: one group, stored once), and
+``amp`` (joint positions and velocities, the layout of the reference's first two blocks). Rewards, terminations and
+metrics come from ``mimic_rl.tasks.tracking``; this module only adapts MuJoCo's body states to it.
 
 Body states are MuJoCo sensor readings, which describe the state one physics step before the end of the policy
 step (a 5 ms sensor latency at the default timestep); the reference is evaluated at that same instant.
@@ -272,12 +272,8 @@ class MujocoTrackingEnv:
         return out
 
     def _tensordict(self, groups: dict) -> TensorDict:
-        mask = self._all_valid
-        return TensorDict(
-            {**groups, "reference_mask": mask, "critic_reference": groups["reference"], "critic_reference_mask": mask},
-            batch_size=[self.num_envs],
-            device=self.device,
-        )
+        # The critic reads the actor's reference (``obs_groups`` defaults): one group, stored once.
+        return TensorDict({**groups, "reference_mask": self._all_valid}, batch_size=[self.num_envs], device=self.device)
 
     def reference_qpos(self, env_index: int) -> np.ndarray:
         """The reference pose of one env at its current motion time as a MuJoCo ``qpos`` (for rendering)."""
