@@ -124,6 +124,57 @@ def test_reference_encoders_zero_masked_rows_and_feed_the_mask(cls):
     torch.testing.assert_close(enc(ref.reshape(1, 5, 3, 4), mask.reshape(1, 5))[0], out)
 
 
+def _layer_norm(x: torch.Tensor, norm: torch.nn.LayerNorm) -> torch.Tensor:
+    mean = x.mean(-1, keepdim=True)
+    var = (x - mean).square().mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + norm.eps) * norm.weight + norm.bias
+
+
+def _attention(x: torch.Tensor, keep: torch.Tensor, attn: torch.nn.MultiheadAttention) -> torch.Tensor:
+    """Multi-head self-attention over ``x`` ``[B, S, d]`` with keys ``keep`` ``[B, S]`` (False: never attended)."""
+    b, s, d = x.shape
+    h = attn.num_heads
+    q, k, v = (x @ attn.in_proj_weight.T + attn.in_proj_bias).split(d, dim=-1)
+    q, k, v = (y.reshape(b, s, h, d // h).transpose(1, 2) for y in (q, k, v))  # [B, h, S, d / h]
+    scores = q @ k.transpose(-1, -2) / (d // h) ** 0.5
+    scores = scores.masked_fill(~keep[:, None, None, :], float("-inf"))
+    heads = scores.softmax(-1) @ v
+    return heads.transpose(1, 2).reshape(b, s, d) @ attn.out_proj.weight.T + attn.out_proj.bias
+
+
+def test_transformer_encoder_matches_a_hand_written_transformer():
+    """The encoder, written out: tokens ``[summary; embed(frame_k) + position_k]``, post-norm encoder layers
+    (self-attention whose keys leave out the frames of envs without a reference, then a ReLU feed-forward), the
+    summary token's output projected, times the mask, with the mask appended.
+
+    Catches: a frame token without its position, the latent read off another token than the summary, the key
+    padding applied to the wrong tokens, a layer skipped or applied in another order."""
+    torch.manual_seed(0)
+    enc = TransformerReferenceEncoder((3, 4), latent_dim=5, d_model=8, num_heads=2, num_layers=2, dim_feedforward=16)
+    with torch.no_grad():
+        enc.summary.normal_()
+        enc.position.normal_()
+    ref = torch.randn(6, 3, 4)
+    mask = torch.tensor([True, False, True, True, False, True])
+    with torch.no_grad():
+        frames = ref @ enc.embed.weight.T + enc.embed.bias + enc.position
+        x = torch.cat((enc.summary.expand(6, 1, 8), frames), dim=1)
+        keep = torch.cat((torch.ones(6, 1, dtype=torch.bool), mask[:, None].expand(6, 3)), dim=1)
+        for layer in enc.encoder.layers:
+            x = _layer_norm(x + _attention(x, keep, layer.self_attn), layer.norm1)
+            hidden = torch.relu(x @ layer.linear1.weight.T + layer.linear1.bias)
+            x = _layer_norm(x + hidden @ layer.linear2.weight.T + layer.linear2.bias, layer.norm2)
+        m = mask.float().unsqueeze(-1)
+        expected = torch.cat(((x[:, 0] @ enc.out.weight.T + enc.out.bias) * m, m), dim=-1)
+        torch.testing.assert_close(enc(ref, mask), expected, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(enc(ref.reshape(2, 3, 3, 4), mask.reshape(2, 3)), expected.reshape(2, 3, 6))
+        # one frame of one env changes that env's latent only
+        moved = ref.clone()
+        moved[2, 1] += 1.0
+        diff = (enc(moved, mask) - enc(ref, mask)).abs().sum(-1)
+    assert float(diff[2]) > 1e-4 and float(diff.sum() - diff[2]) == 0
+
+
 def test_transformer_key_padding_all_masked_batch_is_finite():
     enc = TransformerReferenceEncoder((2, 3))
     out = enc(torch.randn(4, 2, 3), torch.zeros(4, dtype=torch.bool))
