@@ -4,6 +4,11 @@ Every tracking term is ``exp(-error / std**2)`` in (0, 1], ``[N]``; penalties ar
 Defaults are those of BeyondMimic's ``tracking_env_cfg.py`` (HybridRobotics/whole_body_tracking, mirrored in mjlab's
 ``tasks/tracking``). Weights here are not multiplied by the step ``dt`` (Isaac Lab's reward manager does that); a
 backend that wants the same scale multiplies the total by ``dt`` itself.
+
+Two layers: tensor functions of explicit inputs (``anchor_position_reward``, ...), and the step's terms, functions of
+a :class:`~mimic_rl.tasks.tracking.context.StepContext` (``anchor_pos_exp``, ...) that :func:`reward_terms` lists
+with the config's weights. A new term: write ``f(ctx, **params) -> [N]``, add a row to :func:`reward_terms` (and a
+weight field to :class:`TrackingRewardConfig`), or append a :class:`RewardTerm` to the table a backend evaluates.
 """
 
 from __future__ import annotations
@@ -14,22 +19,34 @@ from typing import Annotated
 import torch
 
 from mimic_rl.rotations import quat_angle_error
-from mimic_rl.tasks.tracking.observations import relative_reference_body_poses
+from mimic_rl.tasks.tracking.context import StepContext, minimal_layout
 from mimic_rl.tasks.tracking.state import BodyState
+from mimic_rl.tasks.tracking.terms import RewardTerm, evaluate_rewards
 from mimic_rl.utils import Range
 
 __all__ = [
     "TrackingRewardConfig",
+    "action_rate_l2",
     "action_rate_penalty",
+    "anchor_ori_exp",
     "anchor_orientation_reward",
+    "anchor_pos_exp",
     "anchor_position_reward",
+    "body_ang_vel_exp",
     "body_angular_velocity_reward",
+    "body_lin_vel_exp",
     "body_linear_velocity_reward",
+    "body_ori_exp",
+    "body_pos_exp",
     "joint_limit_penalty",
+    "joint_limit_violation",
+    "joint_pos_exp",
     "joint_position_reward",
+    "joint_vel_exp",
     "joint_velocity_reward",
     "relative_body_orientation_reward",
     "relative_body_position_reward",
+    "reward_terms",
     "tracking_reward",
 ]
 
@@ -105,7 +122,8 @@ def joint_limit_penalty(
 
 @dataclass(frozen=True)
 class TrackingRewardConfig:
-    """Weights and kernel widths of :func:`tracking_reward`; a term with weight 0 is not computed.
+    """Weights and kernel widths of :func:`reward_terms` (and :func:`tracking_reward`); a term with weight 0 is not
+    computed.
 
     Defaults: BeyondMimic's ``RewardsCfg``. It has no joint position / velocity terms (weight 0 here); their stds
     (0.5 rad, 5.0 rad/s) are this package's choice (an early BeyondMimic draft used sqrt(0.5) and 2.0).
@@ -132,6 +150,82 @@ class TrackingRewardConfig:
     joint_limit_soft_ratio: Annotated[float, Range(0, 1)] = 0.9
 
 
+# ---------------------------------------------------------------------------------------------- terms of a step
+# Each term reads one StepContext; ``reward_terms`` lists them with the config's weights and kernel widths.
+
+
+def anchor_pos_exp(ctx: StepContext, std: float) -> torch.Tensor:
+    """Anchor position kernel ``[N]`` (:func:`anchor_position_reward` of the reference and robot anchors)."""
+    return anchor_position_reward(ctx.ref_anchor_pos_w, ctx.anchor_pos_w, std)
+
+
+def anchor_ori_exp(ctx: StepContext, std: float) -> torch.Tensor:
+    """Anchor orientation kernel ``[N]`` (:func:`anchor_orientation_reward`)."""
+    return anchor_orientation_reward(ctx.ref_anchor_quat_w, ctx.anchor_quat_w, std)
+
+
+def body_pos_exp(ctx: StepContext, std: float) -> torch.Tensor:
+    """Kernel of the tracked bodies' positions against the re-anchored reference ``[N]``."""
+    target_pos, _ = ctx.relative_targets()
+    return relative_body_position_reward(target_pos, ctx.robot.body_pos_w, std)
+
+
+def body_ori_exp(ctx: StepContext, std: float) -> torch.Tensor:
+    """Kernel of the tracked bodies' orientations against the re-anchored reference ``[N]``."""
+    _, target_quat = ctx.relative_targets()
+    return relative_body_orientation_reward(target_quat, ctx.robot.body_quat_w, std)
+
+
+def body_lin_vel_exp(ctx: StepContext, std: float) -> torch.Tensor:
+    """Kernel of the tracked bodies' world linear velocities ``[N]``."""
+    return body_linear_velocity_reward(ctx.reference.body_lin_vel_w, ctx.robot.body_lin_vel_w, std)
+
+
+def body_ang_vel_exp(ctx: StepContext, std: float) -> torch.Tensor:
+    """Kernel of the tracked bodies' world angular velocities ``[N]``."""
+    return body_angular_velocity_reward(ctx.reference.body_ang_vel_w, ctx.robot.body_ang_vel_w, std)
+
+
+def joint_pos_exp(ctx: StepContext, std: float) -> torch.Tensor:
+    """Kernel of the joint positions ``[N]``."""
+    return joint_position_reward(ctx.reference.joint_pos, ctx.robot.joint_pos, std)
+
+
+def joint_vel_exp(ctx: StepContext, std: float) -> torch.Tensor:
+    """Kernel of the joint velocities ``[N]``."""
+    return joint_velocity_reward(ctx.reference.joint_vel, ctx.robot.joint_vel, std)
+
+
+def action_rate_l2(ctx: StepContext) -> torch.Tensor:
+    """Squared change of the action ``[N]`` (>= 0; weight it negatively)."""
+    return action_rate_penalty(ctx.action, ctx.previous_action)
+
+
+def joint_limit_violation(ctx: StepContext, soft_ratio: float) -> torch.Tensor:
+    """How far the joints lie outside their soft limits ``[N]`` (>= 0; weight it negatively)."""
+    layout = ctx.layout
+    return joint_limit_penalty(ctx.robot.joint_pos, layout.joint_lower, layout.joint_upper, soft_ratio)
+
+
+def reward_terms(cfg: TrackingRewardConfig) -> tuple[RewardTerm, ...]:
+    """The reward table of ``cfg``: one row per term in summation (and log) order, weight-0 rows left out."""
+    rows = (
+        RewardTerm("anchor_pos", anchor_pos_exp, cfg.anchor_pos_weight, {"std": cfg.anchor_pos_std}),
+        RewardTerm("anchor_ori", anchor_ori_exp, cfg.anchor_ori_weight, {"std": cfg.anchor_ori_std}),
+        RewardTerm("body_pos", body_pos_exp, cfg.body_pos_weight, {"std": cfg.body_pos_std}),
+        RewardTerm("body_ori", body_ori_exp, cfg.body_ori_weight, {"std": cfg.body_ori_std}),
+        RewardTerm("body_lin_vel", body_lin_vel_exp, cfg.body_lin_vel_weight, {"std": cfg.body_lin_vel_std}),
+        RewardTerm("body_ang_vel", body_ang_vel_exp, cfg.body_ang_vel_weight, {"std": cfg.body_ang_vel_std}),
+        RewardTerm("joint_pos", joint_pos_exp, cfg.joint_pos_weight, {"std": cfg.joint_pos_std}),
+        RewardTerm("joint_vel", joint_vel_exp, cfg.joint_vel_weight, {"std": cfg.joint_vel_std}),
+        RewardTerm("action_rate", action_rate_l2, cfg.action_rate_weight),
+        RewardTerm(
+            "joint_limit", joint_limit_violation, cfg.joint_limit_weight, {"soft_ratio": cfg.joint_limit_soft_ratio}
+        ),
+    )
+    return tuple(row for row in rows if row.weight != 0.0)
+
+
 def tracking_reward(
     cfg: TrackingRewardConfig,
     robot: BodyState,
@@ -146,55 +240,9 @@ def tracking_reward(
 
     ``robot`` and ``ref`` list the same tracked bodies in the same order; ``anchor`` indexes that list. Term names:
     ``anchor_pos, anchor_ori, body_pos, body_ori, body_lin_vel, body_ang_vel, joint_pos, joint_vel, action_rate,
-    joint_limit``; terms whose weight is 0 are skipped (absent from the dict).
+    joint_limit``; terms whose weight is 0 are skipped (absent from the dict). ``evaluate_rewards`` of
+    :func:`reward_terms` on a context of these inputs.
     """
-    terms: dict[str, torch.Tensor] = {}
-    anchor_pos, anchor_quat = robot.body_pos_w[..., anchor, :], robot.body_quat_w[..., anchor, :]
-    ref_anchor_pos, ref_anchor_quat = ref.body_pos_w[..., anchor, :], ref.body_quat_w[..., anchor, :]
-    if cfg.anchor_pos_weight != 0.0:
-        terms["anchor_pos"] = cfg.anchor_pos_weight * anchor_position_reward(
-            ref_anchor_pos, anchor_pos, cfg.anchor_pos_std
-        )
-    if cfg.anchor_ori_weight != 0.0:
-        terms["anchor_ori"] = cfg.anchor_ori_weight * anchor_orientation_reward(
-            ref_anchor_quat, anchor_quat, cfg.anchor_ori_std
-        )
-    if cfg.body_pos_weight != 0.0 or cfg.body_ori_weight != 0.0:
-        target_pos, target_quat = relative_reference_body_poses(
-            ref.body_pos_w, ref.body_quat_w, ref_anchor_pos, ref_anchor_quat, anchor_pos, anchor_quat
-        )
-        if cfg.body_pos_weight != 0.0:
-            terms["body_pos"] = cfg.body_pos_weight * relative_body_position_reward(
-                target_pos, robot.body_pos_w, cfg.body_pos_std
-            )
-        if cfg.body_ori_weight != 0.0:
-            terms["body_ori"] = cfg.body_ori_weight * relative_body_orientation_reward(
-                target_quat, robot.body_quat_w, cfg.body_ori_std
-            )
-    if cfg.body_lin_vel_weight != 0.0:
-        terms["body_lin_vel"] = cfg.body_lin_vel_weight * body_linear_velocity_reward(
-            ref.body_lin_vel_w, robot.body_lin_vel_w, cfg.body_lin_vel_std
-        )
-    if cfg.body_ang_vel_weight != 0.0:
-        terms["body_ang_vel"] = cfg.body_ang_vel_weight * body_angular_velocity_reward(
-            ref.body_ang_vel_w, robot.body_ang_vel_w, cfg.body_ang_vel_std
-        )
-    if cfg.joint_pos_weight != 0.0:
-        terms["joint_pos"] = cfg.joint_pos_weight * joint_position_reward(
-            ref.joint_pos, robot.joint_pos, cfg.joint_pos_std
-        )
-    if cfg.joint_vel_weight != 0.0:
-        terms["joint_vel"] = cfg.joint_vel_weight * joint_velocity_reward(
-            ref.joint_vel, robot.joint_vel, cfg.joint_vel_std
-        )
-    if cfg.action_rate_weight != 0.0:
-        terms["action_rate"] = cfg.action_rate_weight * action_rate_penalty(action, prev_action)
-    if cfg.joint_limit_weight != 0.0:
-        terms["joint_limit"] = cfg.joint_limit_weight * joint_limit_penalty(
-            robot.joint_pos, joint_lower, joint_upper, cfg.joint_limit_soft_ratio
-        )
-    if terms:
-        total = torch.stack(list(terms.values()), dim=0).sum(0)
-    else:
-        total = torch.zeros(robot.joint_pos.shape[:-1], dtype=robot.joint_pos.dtype, device=robot.joint_pos.device)
-    return total, terms
+    layout = minimal_layout(anchor, robot.joint_pos, joint_lower=joint_lower, joint_upper=joint_upper)
+    ctx = StepContext(robot, layout, actions=action, last_actions=prev_action, ref=ref)
+    return evaluate_rewards(reward_terms(cfg), ctx)

@@ -5,37 +5,28 @@ as pure tensor functions of body states.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
 from mimic_rl.motion import MotionLibrary
-from mimic_rl.rotations import quat_apply_inverse
+from mimic_rl.tasks.tracking.context import StepContext, TrackingLayout
 from mimic_rl.tasks.tracking.metrics import tracking_metrics
-from mimic_rl.tasks.tracking.observations import body_pose_in_anchor_frame, projected_gravity, reference_observation
-from mimic_rl.tasks.tracking.rewards import TrackingRewardConfig, tracking_reward
+from mimic_rl.tasks.tracking.observation_terms import observation_terms
+from mimic_rl.tasks.tracking.rewards import TrackingRewardConfig, reward_terms
 from mimic_rl.tasks.tracking.state import BodyState
-from mimic_rl.tasks.tracking.terminations import TerminationConfig, tracking_terminations
+from mimic_rl.tasks.tracking.terminations import TerminationConfig, termination_terms
+from mimic_rl.tasks.tracking.terms import (
+    ObservationTerm,
+    RewardTerm,
+    TerminationTerm,
+    evaluate_observations,
+    evaluate_rewards,
+    evaluate_terminations,
+)
 
 __all__ = ["TrackingLayout", "clip_ends", "observation_groups", "step_evaluation"]
-
-
-@dataclass(frozen=True)
-class TrackingLayout:
-    """Where the MDP finds things in a robot's ``BodyState`` of tracked bodies, and the robot's joint facts (all
-    tensors on the env's device, joints in the motion library's order)."""
-
-    anchor: int
-    """Index of the anchor body (the observation frame, e.g. the G1's torso) in the tracked bodies."""
-    root: int
-    """Index of the root body (root-relative MPJPE) in the tracked bodies."""
-    end_effectors: torch.Tensor
-    """Indices of the end effectors in the tracked bodies (long)."""
-    default_joint_pos: torch.Tensor
-    """``[J]`` or ``[N, J]``: the pose that joint positions are observed relative to (the action offset)."""
-    joint_lower: torch.Tensor
-    joint_upper: torch.Tensor
 
 
 def observation_groups(
@@ -47,39 +38,11 @@ def observation_groups(
     ``policy``: joint positions relative to the default pose, joint velocities, the anchor's linear and angular
     velocity in its own frame, its projected gravity, the last action. ``reference``: ``reference_observation`` of
     the K frames, ``[N, K, 2 J + 9]``. ``critic``: ``policy``, every tracked body's pose in the anchor frame, the
-    anchor's height. ``amp``: joint positions and velocities.
+    anchor's height. ``amp``: joint positions and velocities. The groups of
+    :func:`~mimic_rl.tasks.tracking.observation_terms.observation_terms`.
     """
-    a = layout.anchor
-    anchor_pos, anchor_quat = robot.body_pos_w[:, a], robot.body_quat_w[:, a]
-    lin = quat_apply_inverse(anchor_quat, robot.body_lin_vel_w[:, a])
-    ang = quat_apply_inverse(anchor_quat, robot.body_ang_vel_w[:, a])
-    policy = torch.cat(
-        (
-            robot.joint_pos - layout.default_joint_pos,
-            robot.joint_vel,
-            lin,
-            ang,
-            projected_gravity(anchor_quat),
-            last_actions,
-        ),
-        dim=-1,
-    )
-    reference = reference_observation(
-        future.joint_pos,
-        future.joint_vel,
-        future.body_pos_w[:, :, 0],
-        future.body_quat_w[:, :, 0],
-        anchor_pos,
-        anchor_quat,
-    )
-    bodies = body_pose_in_anchor_frame(robot.body_pos_w, robot.body_quat_w, anchor_pos, anchor_quat)
-    critic = torch.cat((policy, bodies.flatten(1), anchor_pos[:, 2:3]), dim=-1)
-    return {
-        "policy": policy,
-        "reference": reference,
-        "critic": critic,
-        "amp": torch.cat((robot.joint_pos, robot.joint_vel), dim=-1),
-    }
+    ctx = StepContext(robot, layout, actions=last_actions, future=future)
+    return evaluate_observations(observation_terms(), ctx)
 
 
 def clip_ends(
@@ -100,6 +63,10 @@ def step_evaluation(
     last_actions: torch.Tensor,
     truncated: torch.Tensor,
     reward_scale: float,
+    *,
+    reward_table: Sequence[RewardTerm] | None = None,
+    termination_table: Sequence[TerminationTerm] | None = None,
+    observation_table: Mapping[str, Sequence[ObservationTerm]] | None = None,
 ) -> dict[str, Any]:
     """Everything a policy step computes from the robot's new state (a pure function of fixed shapes).
 
@@ -109,11 +76,19 @@ def step_evaluation(
     it). Returns ``reward`` (unscaled), ``terminated``, ``time_outs`` (truncated and not terminated), per-env
     ``values`` (metrics), ``termination_terms``, ``body_error_mm`` ``[N, B]``, the per-step ``log`` means under the
     embedded env's keys, and the pre-reset observation groups ``obs``.
+
+    The terms are the tables of the two configs and :func:`observation_terms`; a ``*_table`` given replaces its
+    table (e.g. ``(*reward_terms(cfg), RewardTerm(...))``; its config is then unused).
     """
-    reward, terms = tracking_reward(
-        reward_cfg, robot, ref, layout.anchor, actions, last_actions, layout.joint_lower, layout.joint_upper
-    )
-    terminated, term_terms = tracking_terminations(termination_cfg, robot, ref, layout.anchor, layout.end_effectors)
+    ctx = StepContext(robot, layout, actions=actions, last_actions=last_actions, ref=ref, future=future)
+    if reward_table is None:
+        reward_table = reward_terms(reward_cfg)
+    if termination_table is None:
+        termination_table = termination_terms(termination_cfg, has_end_effectors=len(layout.end_effectors) > 0)
+    if observation_table is None:
+        observation_table = observation_terms()
+    reward, terms = evaluate_rewards(reward_table, ctx)
+    terminated, term_terms = evaluate_terminations(termination_table, ctx)
     time_outs = truncated & ~terminated
     values = tracking_metrics(robot, ref, layout.root, layout.end_effectors)
     log = {f"reward/{k}": v.mean() for k, v in terms.items()}
@@ -128,5 +103,5 @@ def step_evaluation(
         "termination_terms": term_terms,
         "body_error_mm": 1000.0 * (robot.body_pos_w - ref.body_pos_w).norm(dim=-1),
         "log": log,
-        "obs": observation_groups(robot, future, layout, actions),  # the action just applied is the "last action"
+        "obs": evaluate_observations(observation_table, ctx),  # ctx.actions: the action just applied is the last
     }

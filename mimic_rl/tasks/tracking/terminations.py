@@ -1,4 +1,10 @@
-"""Tracking terminations (BeyondMimic): the robot fell too far from its reference. Each returns bool ``[N]``."""
+"""Tracking terminations (BeyondMimic): the robot fell too far from its reference. Each returns bool ``[N]``.
+
+Two layers, as in ``rewards.py``: tensor functions of explicit inputs (``anchor_height_termination``, ...), and the
+step's terms, functions of a :class:`~mimic_rl.tasks.tracking.context.StepContext` (``bad_anchor_height``, ...) that
+:func:`termination_terms` lists with the config's thresholds. A new term: write ``f(ctx, **params) -> bool [N]``
+and add a row to :func:`termination_terms` (with a threshold field in :class:`TerminationConfig`).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,10 @@ from typing import Annotated
 
 import torch
 
+from mimic_rl.tasks.tracking.context import StepContext, minimal_layout
 from mimic_rl.tasks.tracking.observations import projected_gravity
 from mimic_rl.tasks.tracking.state import BodyState
+from mimic_rl.tasks.tracking.terms import TerminationTerm, evaluate_terminations
 from mimic_rl.utils import Range
 
 __all__ = [
@@ -17,7 +25,12 @@ __all__ = [
     "anchor_height_termination",
     "anchor_position_termination",
     "anchor_tilt_termination",
+    "bad_anchor_height",
+    "bad_anchor_position",
+    "bad_anchor_tilt",
+    "bad_ee_height",
     "end_effector_height_termination",
+    "termination_terms",
     "tracking_terminations",
 ]
 
@@ -65,7 +78,7 @@ def end_effector_height_termination(
 
 @dataclass(frozen=True)
 class TerminationConfig:
-    """Thresholds of :func:`tracking_terminations`; ``None`` switches a term off.
+    """Thresholds of :func:`termination_terms` (and :func:`tracking_terminations`); ``None`` switches a term off.
 
     Defaults: BeyondMimic's ``TerminationsCfg`` (anchor height 0.25 m, tilt 0.8, end-effector height 0.25 m).
     """
@@ -75,6 +88,45 @@ class TerminationConfig:
     """Metres of anchor position error (all axes) that end an episode; None: off (BeyondMimic checks height only)."""
     anchor_tilt: Annotated[float | None, Range(0, low_exclusive=True)] = 0.8
     ee_height: Annotated[float | None, Range(0, low_exclusive=True)] = 0.25
+
+
+# ---------------------------------------------------------------------------------------------- terms of a step
+
+
+def bad_anchor_height(ctx: StepContext, threshold: float) -> torch.Tensor:
+    """The anchor's height is off the reference's by more than ``threshold``, bool ``[N]``."""
+    return anchor_height_termination(ctx.ref_anchor_pos_w, ctx.anchor_pos_w, threshold)
+
+
+def bad_anchor_position(ctx: StepContext, threshold: float) -> torch.Tensor:
+    """The anchor is farther than ``threshold`` from the reference's, bool ``[N]``."""
+    return anchor_position_termination(ctx.ref_anchor_pos_w, ctx.anchor_pos_w, threshold)
+
+
+def bad_anchor_tilt(ctx: StepContext, threshold: float) -> torch.Tensor:
+    """The anchor's projected gravity z is off the reference's by more than ``threshold``, bool ``[N]``."""
+    return anchor_tilt_termination(ctx.ref_anchor_quat_w, ctx.anchor_quat_w, threshold)
+
+
+def bad_ee_height(ctx: StepContext, threshold: float) -> torch.Tensor:
+    """An end effector's height is off the reference's by more than ``threshold``, bool ``[N]``."""
+    ee = ctx.layout.end_effectors
+    return end_effector_height_termination(
+        ctx.reference.body_pos_w[..., ee, :], ctx.robot.body_pos_w[..., ee, :], threshold
+    )
+
+
+def termination_terms(cfg: TerminationConfig, has_end_effectors: bool = True) -> tuple[TerminationTerm, ...]:
+    """The termination table of ``cfg`` in log order; rows whose threshold is ``None`` are left out, and so is
+    ``ee_height`` when the layout lists no end effectors (``has_end_effectors`` false)."""
+    rows = [
+        TerminationTerm("anchor_height", bad_anchor_height, {"threshold": cfg.anchor_height}),
+        TerminationTerm("anchor_position", bad_anchor_position, {"threshold": cfg.anchor_position}),
+        TerminationTerm("anchor_tilt", bad_anchor_tilt, {"threshold": cfg.anchor_tilt}),
+    ]
+    if has_end_effectors:
+        rows.append(TerminationTerm("ee_height", bad_ee_height, {"threshold": cfg.ee_height}))
+    return tuple(row for row in rows if row.params["threshold"] is not None)
 
 
 def tracking_terminations(
@@ -88,26 +140,8 @@ def tracking_terminations(
 
     ``robot`` and ``ref`` list the same bodies; ``anchor`` and ``ee_indices`` index that list. Term names:
     ``anchor_height, anchor_position, anchor_tilt, ee_height``. Time-outs are the caller's business (they truncate,
-    not terminate).
+    not terminate). ``evaluate_terminations`` of :func:`termination_terms` on a context of these inputs.
     """
-    terms: dict[str, torch.Tensor] = {}
-    if cfg.anchor_height is not None:
-        terms["anchor_height"] = anchor_height_termination(
-            ref.body_pos_w[..., anchor, :], robot.body_pos_w[..., anchor, :], cfg.anchor_height
-        )
-    if cfg.anchor_position is not None:
-        terms["anchor_position"] = anchor_position_termination(
-            ref.body_pos_w[..., anchor, :], robot.body_pos_w[..., anchor, :], cfg.anchor_position
-        )
-    if cfg.anchor_tilt is not None:
-        terms["anchor_tilt"] = anchor_tilt_termination(
-            ref.body_quat_w[..., anchor, :], robot.body_quat_w[..., anchor, :], cfg.anchor_tilt
-        )
-    if cfg.ee_height is not None and len(ee_indices) > 0:
-        terms["ee_height"] = end_effector_height_termination(
-            ref.body_pos_w[..., ee_indices, :], robot.body_pos_w[..., ee_indices, :], cfg.ee_height
-        )
-    done = torch.zeros(robot.body_pos_w.shape[:-2], dtype=torch.bool, device=robot.body_pos_w.device)
-    for value in terms.values():
-        done = done | value
-    return done, terms
+    ee = torch.as_tensor(ee_indices, dtype=torch.long, device=robot.body_pos_w.device)
+    ctx = StepContext(robot, minimal_layout(anchor, robot.joint_pos, end_effectors=ee), ref=ref)
+    return evaluate_terminations(termination_terms(cfg, has_end_effectors=len(ee_indices) > 0), ctx)

@@ -1,0 +1,121 @@
+"""The observation terms of a step and the table of groups they form (``policy``, ``reference``, ``critic``, ``amp``).
+
+Each term is a function of a :class:`~mimic_rl.tasks.tracking.context.StepContext`; a group is an ordered tuple of
+terms, concatenated along the last dim. A new observation: write ``f(ctx, **params) -> [N, D]`` and add an
+:class:`~mimic_rl.tasks.tracking.terms.ObservationTerm` to the groups of :func:`observation_terms` that carry it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mimic_rl.rotations import quat_apply_inverse
+from mimic_rl.tasks.tracking.context import StepContext
+from mimic_rl.tasks.tracking.observations import body_pose_in_anchor_frame, projected_gravity, reference_observation
+from mimic_rl.tasks.tracking.terms import ObservationTerm
+
+__all__ = [
+    "anchor_ang_vel_b",
+    "anchor_height",
+    "anchor_lin_vel_b",
+    "anchor_projected_gravity",
+    "body_poses_b",
+    "joint_pos",
+    "joint_pos_rel",
+    "joint_vel",
+    "last_action",
+    "observation_terms",
+    "reference_frames",
+]
+
+
+def joint_pos(ctx: StepContext) -> torch.Tensor:
+    """Joint positions ``[N, J]``."""
+    return ctx.robot.joint_pos
+
+
+def joint_pos_rel(ctx: StepContext) -> torch.Tensor:
+    """Joint positions relative to the layout's default pose ``[N, J]``."""
+    return ctx.robot.joint_pos - ctx.layout.default_joint_pos
+
+
+def joint_vel(ctx: StepContext) -> torch.Tensor:
+    """Joint velocities ``[N, J]``."""
+    return ctx.robot.joint_vel
+
+
+def anchor_lin_vel_b(ctx: StepContext) -> torch.Tensor:
+    """The anchor's linear velocity in its own frame ``[N, 3]``."""
+    return quat_apply_inverse(ctx.anchor_quat_w, ctx.robot.body_lin_vel_w[:, ctx.layout.anchor])
+
+
+def anchor_ang_vel_b(ctx: StepContext) -> torch.Tensor:
+    """The anchor's angular velocity in its own frame ``[N, 3]``."""
+    return quat_apply_inverse(ctx.anchor_quat_w, ctx.robot.body_ang_vel_w[:, ctx.layout.anchor])
+
+
+def anchor_projected_gravity(ctx: StepContext) -> torch.Tensor:
+    """Gravity's direction in the anchor's frame ``[N, 3]``."""
+    return projected_gravity(ctx.anchor_quat_w)
+
+
+def last_action(ctx: StepContext) -> torch.Tensor:
+    """The action just applied ``[N, A]`` (the policy's last action at the new state)."""
+    return ctx.action
+
+
+def reference_frames(ctx: StepContext) -> torch.Tensor:
+    """The future reference frames seen from the robot anchor, ``[N, K, 2 J + 9]`` (:func:`reference_observation`
+    of ``ctx.future``, the anchor alone)."""
+    future = ctx.future_reference
+    return reference_observation(
+        future.joint_pos,
+        future.joint_vel,
+        future.body_pos_w[:, :, 0],
+        future.body_quat_w[:, :, 0],
+        ctx.anchor_pos_w,
+        ctx.anchor_quat_w,
+    )
+
+
+def body_poses_b(ctx: StepContext) -> torch.Tensor:
+    """Every tracked body's pose in the anchor frame, flattened body by body ``[N, 9 B]``."""
+    robot = ctx.robot
+    poses = body_pose_in_anchor_frame(robot.body_pos_w, robot.body_quat_w, ctx.anchor_pos_w, ctx.anchor_quat_w)
+    return poses.flatten(1)
+
+
+def anchor_height(ctx: StepContext) -> torch.Tensor:
+    """The anchor's world height ``[N, 1]``."""
+    return ctx.anchor_pos_w[:, 2:3]
+
+
+def _groups() -> dict[str, tuple[ObservationTerm, ...]]:
+    policy = (
+        ObservationTerm("joint_pos_rel", joint_pos_rel),
+        ObservationTerm("joint_vel", joint_vel),
+        ObservationTerm("anchor_lin_vel_b", anchor_lin_vel_b),
+        ObservationTerm("anchor_ang_vel_b", anchor_ang_vel_b),
+        ObservationTerm("projected_gravity", anchor_projected_gravity),
+        ObservationTerm("last_action", last_action),
+    )
+    return {
+        "policy": policy,
+        "reference": (ObservationTerm("reference_frames", reference_frames),),
+        "critic": (
+            *policy,
+            ObservationTerm("body_poses_b", body_poses_b),
+            ObservationTerm("anchor_height", anchor_height),
+        ),
+        "amp": (ObservationTerm("joint_pos", joint_pos), ObservationTerm("joint_vel", joint_vel)),
+    }
+
+
+_GROUPS = _groups()
+
+
+def observation_terms() -> dict[str, tuple[ObservationTerm, ...]]:
+    """The groups of the embedded env and mjlab task, in order: ``policy`` (proprioception and the last action),
+    ``reference`` (the future reference frames), ``critic`` (``policy``'s terms, the body poses in the anchor frame,
+    the anchor's height) and ``amp`` (joint positions and velocities). A new dict each call (the rows are shared)."""
+    return dict(_GROUPS)
