@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -91,12 +92,13 @@ def _env_option(cfg: Any, option: str | None) -> None:
     """``--env mujoco | mjlab:TASK | isaaclab:TASK``: replace the config's env section by that backend's defaults (the
     config's own env section stays when it already names that backend and task)."""
     from mimic_rl.config import env_config
-    from mimic_rl.envs.registry import backend_names
+    from mimic_rl.envs.registry import backend_names, env_config_class
 
     if option is None:
         return
     name, _, task = option.partition(":")
-    if name not in backend_names() or (name == "mujoco") == bool(task):
+    takes_task = name in backend_names() and "task" in {f.name for f in dataclasses.fields(env_config_class(name))}
+    if name not in backend_names() or takes_task != bool(task):
         raise UsageError(
             f"--env: expected mujoco, mjlab:<task id> or isaaclab:<task id>, found {option!r}; e.g. --env "
             "mjlab:Mjlab-Tracking-Flat-Unitree-G1"
@@ -344,7 +346,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_play(args: argparse.Namespace) -> int:
     """Run a checkpoint, print tracking metrics every second of sim time, optionally write a video."""
-    from mimic_rl.envs.mujoco import MujocoTrackingEnv
+    from mimic_rl.envs.registry import has_play_env, make_play_env, render_rollout
     from mimic_rl.runners.compat import check_policy_fits_env
     from mimic_rl.utils import check_device
 
@@ -353,26 +355,24 @@ def cmd_play(args: argparse.Namespace) -> int:
     video = _output_file(args.video, "--video") if args.video else None
     device = check_device(args.device, "--device")
     cfg, actor, state = load_policy(args.checkpoint, device=device)
-    if cfg.env.backend != "mujoco":
+    if not has_play_env(cfg.env.backend):
         raise UsageError(
             f"{args.checkpoint}: play runs the embedded env, and this policy was trained on {cfg.env.backend}; use "
             f"mimic-rl eval for its metrics, or the simulator's own viewer"
         )
     env_cfg = copy.deepcopy(cfg.env)
     env_cfg.num_envs = args.num_envs
-    env_cfg.compile = False  # a short run: compiling the step (a minute or more per env size) would not pay off
     if args.motion:
         env_cfg.motions = [resolve_motion(m) for m in args.motion]
-    env = MujocoTrackingEnv(env_cfg)
+    env = make_play_env(env_cfg)
     check_policy_fits_env(actor, env, args.checkpoint, state["config"])
 
     def policy(obs: Any) -> Any:
         return actor(obs["policy"], obs.get("reference", None), obs.get("reference_mask", None))
 
     if video is not None:
-        from mimic_rl.envs.mujoco.render import render_rollout
-
-        print(f"wrote {render_rollout(env, video, policy=policy, steps=args.steps, on_dones=actor.reset)}")
+        path = render_rollout(env_cfg, env, video, policy=policy, steps=args.steps, on_dones=actor.reset)
+        print(f"wrote {path}")
     else:
         _print_play(env, actor, policy, args.steps)
     env.close()
@@ -404,12 +404,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _export(checkpoint: str | Path, output: str | Path, onnx: bool) -> None:
-    from mimic_rl.envs.mujoco import MujocoTrackingEnv
+    from mimic_rl.envs.registry import has_play_env, make_play_env
     from mimic_rl.export import export_policy, policy_metadata
     from mimic_rl.runners.compat import check_policy_fits_env
 
     cfg, actor, state = load_policy(checkpoint)
-    if cfg.env.backend != "mujoco":  # no env is built: the policy's inputs are the config's observation groups
+    if not has_play_env(cfg.env.backend):  # no env is built: the policy's inputs are the config's observation groups
         meta = policy_metadata(
             actor,
             checkpoint=str(checkpoint),
@@ -422,7 +422,7 @@ def _export(checkpoint: str | Path, output: str | Path, onnx: bool) -> None:
         return
     env_cfg = copy.deepcopy(cfg.env)
     env_cfg.num_envs = 1
-    env = MujocoTrackingEnv(env_cfg)
+    env = make_play_env(env_cfg)
     check_policy_fits_env(actor, env, checkpoint, state["config"])
     meta = policy_metadata(actor, env, checkpoint=str(checkpoint), iteration=int(state.get("iteration", 0)))
     env.close()

@@ -4,13 +4,21 @@
 actor and critic arguments (plain dicts, checked against ``MMPPO``, ``Actor`` and ``Critic``'s signatures, so there is
 one source of truth for their defaults). ``load_config`` reads a YAML file (or a built-in name from ``configs/``),
 ``save_config`` writes the resolved config that every run keeps beside its checkpoints.
+
+This module sits below the env backends and the algorithms and imports neither: each registers its part here. A
+backend registers its env config class (``register_env_config``, done by ``mimic_rl.envs.registry.register_backend``),
+the algorithm layer the validators of its sections (``register_validator``). The built-in ones register themselves
+when the modules named in ``BUILTIN_REGISTRARS`` are imported, by name, the first time a config needs them; so
+``load_config`` checks every section even when only this module was imported.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -22,6 +30,7 @@ from mimic_rl.files import path_problem
 from mimic_rl.utils import Range
 
 __all__ = [
+    "BUILTIN_REGISTRARS",
     "CONFIG_DIR",
     "ConfigError",
     "DistillConfig",
@@ -29,9 +38,13 @@ __all__ = [
     "TeacherConfig",
     "TrainConfig",
     "env_config",
+    "env_config_class",
+    "env_config_names",
     "from_dict",
     "load_config",
     "read_config_file",
+    "register_env_config",
+    "register_validator",
     "save_config",
     "to_dict",
 ]
@@ -60,6 +73,72 @@ class RunnerConfig:
     wandb_project: str | None = None
 
 
+# ---------------------------------------------------------------------------------------------------- registrations
+BUILTIN_REGISTRARS = ("mimic_rl.envs.registry", "mimic_rl.algorithms")
+"""Modules that register the built-in backends' env configs and the validators of the algorithm sections when they
+are imported; imported by name (``importlib``) the first time a config needs a registration."""
+
+_ENV_CONFIGS: dict[str, str | type] = {}
+_VALIDATORS: dict[type, list[str | Callable[[Any], None]]] = {}
+_registrars_loaded = False
+
+
+def register_env_config(backend: str, config: str | type) -> None:
+    """Register (or replace) the env config dataclass of backend ``backend``: a class or its ``"module:Class"``."""
+    _ENV_CONFIGS[backend] = config
+
+
+def register_validator(kind: type, validator: str | Callable[[Any], None]) -> None:
+    """Add a check of ``kind`` configs (``TrainConfig``, ``DistillConfig``) that ``validate()`` runs: a callable of the
+    config, or its ``"module:function"``, that raises ``ValueError`` (or ``ConfigError``) naming the bad key."""
+    _VALIDATORS.setdefault(kind, []).append(validator)
+
+
+def _resolve(entry: str | Any) -> Any:
+    """A registered ``"module:attribute"`` as the attribute it names (anything else as it is)."""
+    if not isinstance(entry, str):
+        return entry
+    module, _, attribute = entry.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _load_registrars() -> None:
+    """Import the ``BUILTIN_REGISTRARS`` once (they call ``register_*`` as they load)."""
+    global _registrars_loaded
+    if not _registrars_loaded:
+        _registrars_loaded = True  # first: a registrar that loads a config while it imports finds no loop
+        try:
+            for name in BUILTIN_REGISTRARS:
+                importlib.import_module(name)
+        except BaseException:
+            _registrars_loaded = False
+            raise
+
+
+def env_config_names() -> list[str]:
+    """The backends with a registered env config."""
+    _load_registrars()
+    return sorted(_ENV_CONFIGS)
+
+
+def env_config_class(name: str, where: str = "env.backend") -> type:
+    """The env config dataclass of backend ``name``; an unknown name is a ``ConfigError`` that lists the known ones."""
+    _load_registrars()
+    if name not in _ENV_CONFIGS:
+        raise ConfigError(f"{where}: expected one of {env_config_names()}, found {name!r}")
+    return _resolve(_ENV_CONFIGS[name])
+
+
+def _validate(cfg: Any) -> None:
+    """Run the validators registered for ``type(cfg)``; their ``ValueError`` becomes a ``ConfigError``."""
+    _load_registrars()
+    for validator in _VALIDATORS.get(type(cfg), []):
+        try:
+            _resolve(validator)(cfg)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
 def default_env_config() -> Any:
     """The embedded MuJoCo env's default config."""
     return env_config({})
@@ -71,8 +150,6 @@ def env_config(data: dict[str, Any] | Any, path: str = "env") -> Any:
         if dataclasses.is_dataclass(data):
             return data
         raise ConfigError(f"{path}: expected a mapping of env settings, got {type(data).__name__}")
-    from mimic_rl.envs.registry import env_config_class
-
     name = data.get("backend", "mujoco")
     if not isinstance(name, str):
         raise ConfigError(f"{path}.backend: expected a backend name, found {name!r}")
@@ -96,13 +173,8 @@ class TrainConfig:
         self.env = env_config(self.env)
 
     def validate(self) -> TrainConfig:
-        """Check the algorithm, actor and critic keys against the classes they configure."""
-        from mimic_rl.algorithms.builder import check_section_kwargs
-
-        try:
-            check_section_kwargs(self.algorithm, self.actor, self.critic)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        """Check the algorithm, actor and critic keys against the classes they configure (``register_validator``)."""
+        _validate(self)
         return self
 
 
@@ -135,13 +207,8 @@ class DistillConfig:
         self.env = env_config(self.env)
 
     def validate(self) -> DistillConfig:
-        """Check the algorithm and student keys against the classes they configure."""
-        from mimic_rl.algorithms.distill_builder import check_distillation_kwargs
-
-        try:
-            check_distillation_kwargs(self.algorithm, self.student)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        """Check the algorithm and student keys against the classes they configure (``register_validator``)."""
+        _validate(self)
         return self
 
 

@@ -16,12 +16,20 @@ from mimic_rl.algorithms.extensions import (
 )
 from mimic_rl.algorithms.ppo import MMPPO
 from mimic_rl.algorithms.registry import register, register_builder, resolve
+from mimic_rl.config import TrainConfig, register_validator
 from mimic_rl.models.actor_critic import Actor, Critic, ReferenceModel
 from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.storage import PolicyRollout
 from mimic_rl.utils import check_kwargs
 
-__all__ = ["build_mmppo", "check_section_kwargs", "describe_groups", "observation_layout", "strip_class_name"]
+__all__ = [
+    "build_mmppo",
+    "check_section_kwargs",
+    "check_train_sections",
+    "describe_groups",
+    "observation_layout",
+    "strip_class_name",
+]
 
 
 def observation_layout(obs: TensorDictBase, groups: ObsGroups | None = None) -> dict[str, Any]:
@@ -141,4 +149,11 @@ def _extension_sections(
     return dict(sorted(sections.items(), key=lambda item: item[1][0].build_rank))
 
 
+def check_train_sections(cfg: Any) -> None:
+    """Raise ``ValueError`` naming any key of a ``TrainConfig``'s ``algorithm``, ``actor`` or ``critic`` section that
+    MMPPO, an extension or the models reject (registered with ``mimic_rl.config``: run by ``TrainConfig.validate``)."""
+    check_section_kwargs(cfg.algorithm, cfg.actor, cfg.critic)
+
+
 register_builder("MMPPO", build_mmppo)
+register_validator(TrainConfig, check_train_sections)

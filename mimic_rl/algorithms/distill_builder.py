@@ -12,6 +12,7 @@ from torch import nn
 from mimic_rl.algorithms.builder import describe_groups, strip_class_name
 from mimic_rl.algorithms.distillation import Distillation
 from mimic_rl.algorithms.registry import register_builder
+from mimic_rl.config import DistillConfig, register_validator
 from mimic_rl.errors import CheckpointError, ConfigError
 from mimic_rl.models.actor_critic import Actor, ReferenceModel
 from mimic_rl.models.obs_groups import ObsGroups
@@ -19,7 +20,7 @@ from mimic_rl.models.teacher import load_teacher, teacher_from_config
 from mimic_rl.storage import PolicyRollout
 from mimic_rl.utils import check_kwargs
 
-__all__ = ["TEACHER_KEYS", "build_distillation", "check_distillation_kwargs"]
+__all__ = ["TEACHER_KEYS", "build_distillation", "check_distill_sections", "check_distillation_kwargs"]
 
 TEACHER_KEYS = ("checkpoint", "obs_groups", "activation")
 """Keys of a teacher section: a checkpoint path, and for rsl_rl checkpoints the observation groups its MLP reads
@@ -125,4 +126,11 @@ def build_distillation(obs: TensorDictBase, env: Any, cfg: dict[str, Any], devic
     return alg
 
 
+def check_distill_sections(cfg: Any) -> None:
+    """Raise ``ValueError`` naming any key of a ``DistillConfig``'s ``algorithm`` or ``student`` section that
+    Distillation or the student rejects (registered with ``mimic_rl.config``: run by ``DistillConfig.validate``)."""
+    check_distillation_kwargs(cfg.algorithm, cfg.student)
+
+
 register_builder("Distillation", build_distillation)
+register_validator(DistillConfig, check_distill_sections)

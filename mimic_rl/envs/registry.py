@@ -1,7 +1,10 @@
-"""Env backends by name (``env.backend`` in a config): each names its config class, its env factory and its evaluator.
+"""Env backends by name (``env.backend`` in a config): each names its config class, its env factory, its evaluator and
+(where it has them) a small env to watch a policy in and a video renderer.
 
-Backends are registered as import paths (``"module:attribute"``), so reading a config imports only the backend it
-names, and a backend whose simulator is not installed fails with one line that says how to install it. Built in:
+Only ``mimic_rl/envs/<backend>/`` imports a backend: the runners and the command line reach one through the functions
+here. Backends are registered as import paths (``"module:attribute"``), so reading a config imports only the backend it
+names, and a backend whose simulator is not installed fails with one line that says how to install it. Registering a
+backend also registers its config class with ``mimic_rl.config``. Built in:
 ``mujoco`` (the embedded MuJoCo env), ``mjlab`` (any task in mjlab's registry) and ``isaaclab`` (any Isaac Lab task
 through ``gym.make`` and ``isaaclab_rl``'s rsl_rl wrapper). Another package adds one with ``register_backend``.
 """
@@ -10,9 +13,11 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
-from mimic_rl.errors import ConfigError
+from mimic_rl.config import register_env_config
+from mimic_rl.errors import ConfigError, UsageError
 from mimic_rl.utils import Range
 
 __all__ = [
@@ -21,8 +26,13 @@ __all__ = [
     "backend",
     "backend_names",
     "env_config_class",
+    "evaluate",
+    "has_play_env",
+    "load_attribute",
     "make_env",
+    "make_play_env",
     "register_backend",
+    "render_rollout",
 ]
 
 
@@ -36,8 +46,14 @@ class Backend:
     make_env: str
     """``make_env(env_cfg) -> VecEnv``."""
     evaluate: str | None = None
-    """``evaluate(policy, cfg, num_envs) -> dict``: the per-clip evaluation from each clip's first frame (the
-    embedded env's is ``mimic_rl.runners.evaluation``'s own)."""
+    """``evaluate(policy, cfg, num_envs, robot=None, check_env=None) -> dict``: the per-clip evaluation of ``policy``
+    (a callable of the observation TensorDict with ``reset(dones)``) from each clip's first frame; ``check_env(env)``
+    may refuse a policy that does not fit the env (``CheckpointError``), ``robot`` overrides the config's."""
+    play: str | None = None
+    """``play_env(env_cfg) -> VecEnv``: a small env for a short look at a policy (``mimic-rl play``) and for the robot
+    metadata of an export; None: a simulator with its own viewer (play refuses, export writes no robot metadata)."""
+    render: str | None = None
+    """``render_rollout(env, path, policy=None, steps=100, on_dones=None) -> Path``: a video of a play env."""
 
 
 @dataclass
@@ -60,9 +76,17 @@ class SimulatorTaskConfig:
 _BACKENDS: dict[str, Backend] = {}
 
 
-def register_backend(name: str, config: str, make_env: str, evaluate: str | None = None) -> None:
-    """Register (or replace) the backend ``name``."""
-    _BACKENDS[name] = Backend(name, config, make_env, evaluate)
+def register_backend(
+    name: str,
+    config: str,
+    make_env: str,
+    evaluate: str | None = None,
+    play: str | None = None,
+    render: str | None = None,
+) -> None:
+    """Register (or replace) the backend ``name`` (import paths of its parts, see ``Backend``) and its config class."""
+    _BACKENDS[name] = Backend(name, config, make_env, evaluate, play, render)
+    register_env_config(name, config)
 
 
 def backend_names() -> list[str]:
@@ -93,11 +117,47 @@ def make_env(env_cfg: Any) -> Any:
     return load_attribute(backend(env_cfg.backend).make_env)(env_cfg)
 
 
+def evaluate(policy: Any, cfg: Any, num_envs: int, **options: Any) -> dict[str, Any]:
+    """Evaluate ``policy`` on ``cfg.env`` from each clip's first frame with the backend's evaluator (``options``:
+    ``robot``, ``check_env``; those that are None are left out)."""
+    evaluator = backend(cfg.env.backend).evaluate
+    if evaluator is None:
+        raise UsageError(f"env.backend {cfg.env.backend!r} has no evaluation from the clips' start; use --no-eval")
+    return load_attribute(evaluator)(policy, cfg, num_envs, **{k: v for k, v in options.items() if v is not None})
+
+
+def has_play_env(name: str) -> bool:
+    """Whether backend ``name`` has a small env to watch a policy in (``make_play_env``)."""
+    return backend(name).play is not None
+
+
+def make_play_env(env_cfg: Any) -> Any:
+    """A small env of ``env_cfg`` for a short look at a policy (``mimic-rl play``, export metadata)."""
+    found = backend(env_cfg.backend)
+    if found.play is None:
+        raise UsageError(
+            f"env.backend {found.name!r} has no env to play in; use mimic-rl eval, or the simulator's own viewer"
+        )
+    return load_attribute(found.play)(env_cfg)
+
+
+def render_rollout(env_cfg: Any, env: Any, path: str | Path, **options: Any) -> Path:
+    """A video of ``env`` (a play env of ``env_cfg``'s backend) at ``path``; ``options``: ``policy``, ``steps``,
+    ``on_dones``."""
+    found = backend(env_cfg.backend)
+    if found.render is None:
+        raise UsageError(f"{path}: --video: env.backend {found.name!r} has no video renderer; leave --video out")
+    return load_attribute(found.render)(env, path, **options)
+
+
 register_backend(
     "mujoco",
     "mimic_rl.envs.mujoco.config:TrackingEnvConfig",
     "mimic_rl.envs.mujoco.env:MujocoTrackingEnv",
-)  # evaluated by mimic_rl.runners.evaluation itself
+    "mimic_rl.envs.mujoco.evaluation:evaluate_mujoco",
+    "mimic_rl.envs.mujoco.evaluation:play_env",
+    "mimic_rl.envs.mujoco.render:render_rollout",
+)
 register_backend(
     "mjlab",
     "mimic_rl.envs.mjlab.config:MjlabEnvConfig",

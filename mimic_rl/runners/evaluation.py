@@ -9,19 +9,15 @@ times at which episodes terminated (where in the clip the policy fails).
 
 from __future__ import annotations
 
-import copy
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from mimic_rl.config import TrainConfig, to_dict
-from mimic_rl.envs.registry import backend, load_attribute
-from mimic_rl.errors import UsageError
+from mimic_rl.envs import registry
 from mimic_rl.models.actor_critic import Actor
 from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.runners.compat import check_policy_fits_env
-from mimic_rl.tasks.tracking.from_start import play_from_start, summarize
 
 __all__ = ["ActorPolicy", "evaluate_policy"]
 
@@ -58,33 +54,14 @@ def evaluate_policy(
 
     ``actor`` is this package's ``Actor`` or any policy of the observation TensorDict (a callable with
     ``reset(dones)``, e.g. an rsl_rl policy in a wrapper). ``source`` (the checkpoint path) and ``trained_config`` (its
-    config) describe an ``Actor`` that does not fit the env's observations (``CheckpointError``). Backends other than
-    the embedded env evaluate with their registered evaluator.
+    config) describe an ``Actor`` that does not fit the env's observations (``CheckpointError``). Each backend
+    evaluates with its registered evaluator (``mimic_rl.envs.registry``); ``robot`` is the embedded env's option.
     """
     policy = ActorPolicy(actor, getattr(cfg, "obs_groups", None)) if isinstance(actor, Actor) else actor
-    if cfg.env.backend != "mujoco":
-        evaluator = backend(cfg.env.backend).evaluate
-        if evaluator is None:
-            raise UsageError(f"env.backend {cfg.env.backend!r} has no evaluation from the clips' start; use --no-eval")
-        return load_attribute(evaluator)(policy, cfg, num_envs)
-    from mimic_rl.envs.mujoco import DomainRandomization, MujocoTrackingEnv
-
-    env_cfg = copy.deepcopy(cfg.env)
-    env_cfg.num_envs = num_envs
-    env_cfg.sampling_mode = "start"
-    env_cfg.compile = False  # one short env per clip: compiling each (a minute or more) would not pay off
-    env_cfg.randomization = DomainRandomization(enabled=False)
-    env_cfg.device = cfg.runner.device
-    probe = MujocoTrackingEnv(copy.deepcopy(env_cfg), robot=robot)
+    check_env = None
     if isinstance(actor, Actor):
-        check_policy_fits_env(actor, probe, source, trained_config or to_dict(cfg))
-    clips, body_names = probe.library.clips, probe.tracked
-    probe.close()
-    results = []
-    for clip in clips:
-        env_cfg.episode_length_s = max(env_cfg.episode_length_s, clip.duration + 1.0)  # only the clip's end stops it
-        env = MujocoTrackingEnv(copy.deepcopy(env_cfg), robot=robot, clips=[clip])
-        name = Path(str(clip.metadata.get("source", "clip"))).stem
-        results.append(play_from_start(env, policy, body_names, name, clip.duration))
-        env.close()
-    return {"clips": results, "summary": summarize(results)}
+
+        def check_env(env: Any) -> None:
+            check_policy_fits_env(actor, env, source, trained_config or to_dict(cfg))
+
+    return registry.evaluate(policy, cfg, num_envs, robot=robot, check_env=check_env)

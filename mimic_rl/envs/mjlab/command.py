@@ -1,10 +1,11 @@
 """The motion of mimic_rl's tracking task on mjlab: an mjlab command term that owns this package's ``MotionLibrary``.
 
-It keeps each env's (clip, motion time), restarts episodes by reference-state initialization (the embedded env's
-``ReferenceStateInit``: the library's sampler, adaptive by default, and the same noise), adapts mjlab's body states to
-``BodyState`` (world frame relative to the env's origin, wxyz, the tracked bodies by name, joints in the library's
-order) and evaluates the tracking MDP once per policy step with ``mimic_rl.tasks.tracking.step_evaluation`` (which
-the embedded env calls too). The task's reward, termination and observation terms read that result.
+It keeps each env's (clip, motion time), restarts episodes by reference-state initialization (``ReferenceStateInit``
+of ``mimic_rl.envs.common``, as the embedded env: the library's sampler, adaptive by default, and the same noise),
+adapts mjlab's body states to ``BodyState`` (world frame relative to the env's origin, wxyz, the tracked bodies by
+name, joints in the library's order) and evaluates the tracking MDP once per policy step with
+``mimic_rl.tasks.tracking.step_evaluation`` (which the embedded env calls too). The task's reward, termination and
+observation terms read that result.
 
 When the MDP is evaluated. mjlab computes terminations and rewards before its single ``forward()`` of the step, when
 body poses are one physics substep old but joint positions are current. The command first recomputes the body
@@ -155,8 +156,8 @@ class MimicMotionCommand(CommandTerm):
         self._init = self._reference_state_init(lib_bodies.index(names[0]), (limits[:, 0], limits[:, 1]))
 
     def _reference_state_init(self, root: int, limits: tuple[torch.Tensor, torch.Tensor]) -> Any:
-        """The embedded env's ``ReferenceStateInit`` on mjlab's model (the robot's free joint first)."""
-        from mimic_rl.envs.mujoco.resets import ReferenceStateInit
+        """The shared ``ReferenceStateInit`` (the embedded env's too) on mjlab's model (its free joint first)."""
+        from mimic_rl.envs.common.reference_state import ReferenceStateInit
 
         ix = self.robot.indexing
         if ix.free_joint_q_adr.tolist() != list(range(7)) or ix.free_joint_v_adr.tolist() != list(range(6)):

@@ -16,6 +16,7 @@ env whose command restarts every env at that clip, with the same metrics (``extr
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +52,14 @@ def _metrics(command: Any, ee_bodies: tuple[str, ...]) -> dict[str, torch.Tensor
 
 
 @torch.inference_mode()
-def evaluate_mjlab(policy: Any, cfg: Any, num_envs: int = 8) -> dict[str, Any]:
+def evaluate_mjlab(
+    policy: Any, cfg: Any, num_envs: int = 8, robot: Any = None, check_env: Callable[[Any], None] | None = None
+) -> dict[str, Any]:
     """Evaluate ``policy`` (a callable of the observation TensorDict with ``reset(dones)``) on ``cfg.env``'s mjlab
-    tracking task from its motion's first frame; returns the JSON-ready per-clip dict of ``evaluate_policy``."""
+    tracking task from its motion's first frame; returns the JSON-ready per-clip dict of ``evaluate_policy``.
+
+    ``robot`` and ``check_env`` are the registry's evaluator options for the embedded env and are not used here: the
+    task defines its robot, and the policy reads the task's groups through the config's ``obs_groups``."""
     env_cfg: MjlabEnvConfig = copy.deepcopy(cfg.env)
     env_cfg.num_envs, env_cfg.play, env_cfg.device = num_envs, True, cfg.runner.device
     if is_mimic_task(env_cfg.task):

@@ -23,9 +23,9 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from mimic_rl.envs.common.reference_state import ReferenceStateInit
 from mimic_rl.envs.mujoco.config import InitNoise, TrackingEnvConfig
 from mimic_rl.envs.mujoco.physics import BatchedPhysics
-from mimic_rl.envs.mujoco.resets import ReferenceStateInit
 from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, robot_config
 from mimic_rl.errors import ConfigError, TrainingDiverged
 from mimic_rl.motion import BodyState, MotionClip, MotionLibrary, expand_motion_paths
@@ -48,9 +48,9 @@ def amp_obs_extractor(obs: Any) -> torch.Tensor:
 
 def amp_reference_extractor(pair: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """AMP features of the reference: joint positions and velocities of its current frame (``2 J`` of ``2 J + 9``)."""
-    ref, mask = pair
-    width = ref.shape[-1] - 9
-    return ref[..., 0, :width], mask
+    reference, mask = pair
+    width = reference.shape[-1] - 9
+    return reference[..., 0, :width], mask
 
 
 class MujocoTrackingEnv:

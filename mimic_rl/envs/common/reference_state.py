@@ -1,7 +1,8 @@
-"""Reference-state initialization of the tracking env: where each env restarts, as pure functions of fixed shapes.
+"""Reference-state initialization on a MuJoCo model: where each env restarts, as pure functions of fixed shapes.
 
-Everything here is computed from uniform numbers drawn once per step for every env (``draws``), so that the env's
-compiled step can include it: the library's sampler (by inverse CDF, adaptive included), the noisy reference state
+Shared by the backends whose robot is a MuJoCo model (the embedded env and mjlab's tracking command). Everything here
+is computed from uniform numbers drawn once per step for every env (``draws``), so that the embedded env's compiled
+step can include it: the library's sampler (by inverse CDF, adaptive included), the noisy reference state
 as MuJoCo physics rows, the push timer, and the episode bookkeeping after the step's episode ends.
 """
 
