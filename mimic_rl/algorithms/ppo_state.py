@@ -103,7 +103,8 @@ class AlgorithmState:
 
     def load_runtime_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``runtime_state_dict()``."""
-        self.rollout.load_carry_state(state["storage_carry"])
+        if "storage_carry" in state:  # absent: the rollout starts with a fresh carry row
+            self.rollout.load_carry_state(state["storage_carry"])
         for ext in self.extensions:
             ext.load_runtime_state_dict(state)
         for name, model in (("actor", self.actor), ("critic", self.critic)):

@@ -27,7 +27,7 @@ from mimic_rl.runners.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
-from mimic_rl.runners.compat import check_checkpoint_fits
+from mimic_rl.runners.compat import carry_fits, check_checkpoint_fits, check_state_fits
 from mimic_rl.runners.episodes import EpisodeStats
 from mimic_rl.runners.logging import RunLogger
 from mimic_rl.utils import check_device
@@ -67,6 +67,8 @@ class OnPolicyRunner:
         if self.multi_gpu is not None:
             init_distributed(self.multi_gpu, self.device)
         seed_everything(cfg.runner.seed + self.rank)
+        self._own_env = env is None
+        """The env was built from ``cfg.env`` (not passed in)."""
         self.env = env if env is not None else make_env(cfg, self.rank)
         self.alg = self._build_algorithm(self.env.get_observations())
         self.log_dir = Path(log_dir) if log_dir is not None else None
@@ -159,9 +161,9 @@ class OnPolicyRunner:
 
     def evaluate_from_start(self) -> dict[str, float]:
         """Evaluate the current policy from each clip's first frame (``runner.eval_envs`` envs per clip), log the mean
-        success and global / root-relative MPJPE as ``eval/*`` and return them (main rank only; {} for envs without
-        a motion library)."""
-        if not self.is_main or (self.cfg.env.backend == "mujoco" and not hasattr(self.env, "library")):
+        success and global / root-relative MPJPE as ``eval/*`` and return them (main rank only; {} for an env passed in
+        without a motion library, such as a toy env: the config's env is not the one trained on)."""
+        if not self.is_main or (not self._own_env and not hasattr(self.env, "library")):
             return {}
         from mimic_rl.runners.evaluation import evaluate_policy
 
@@ -258,21 +260,33 @@ class OnPolicyRunner:
         envs resumes the models, optimizer and counters with fresh episodes (not an exact continuation).
         """
         state = load_checkpoint(path, self.device, what)
-        check_checkpoint_fits(state, path, self._checked_models(), to_dict(self.cfg), what)
-        self.alg.load(state, self._load_cfg(load_optimizer, resume), strict=True)
+        run_config = to_dict(self.cfg)
+        load_cfg = self._load_cfg(load_optimizer, resume)
+        check_checkpoint_fits(state, path, self._checked_models(), run_config, what)
+        skip = tuple(name for name, on in load_cfg.items() if not on)
+        saved_envs = int(state["runner"]["episode_reward"].shape[0]) if "runner" in state else self.env.num_envs
+        exact = resume and saved_envs == self.env.num_envs  # the runtime state (rows per env) is restored too
+        check_state_fits(state, path, self.alg.save(), run_config, what, skip)
+        self.alg.load(state, load_cfg, strict=True)
+        runtime = dict(state.get("algorithm_runtime") or {})
+        if exact and not carry_fits(runtime.get("storage_carry"), self.alg.runtime_state_dict().get("storage_carry")):
+            print(
+                f"warning: {path} holds the rollout's carried step in another layout (an older version of the "
+                "package): resuming with a fresh one (the first step's AMP pairs are masked out)"
+            )
+            runtime.pop("storage_carry", None)
         if resume:
             self.iteration = int(state.get("iteration", 0))
             self.total_steps = int(state.get("total_steps", 0))
             self.total_time = float(state.get("total_time", 0.0))
-            saved_envs = int(state["runner"]["episode_reward"].shape[0]) if "runner" in state else self.env.num_envs
-            if saved_envs != self.env.num_envs:
+            if not exact:
                 print(
                     f"warning: {path} was saved with {saved_envs} envs and this run has {self.env.num_envs}: resuming "
                     "the models, optimizer and counters with fresh episodes (not an exact continuation)"
                 )
                 return state
-            if "algorithm_runtime" in state:
-                self.alg.load_runtime_state_dict(state["algorithm_runtime"])
+            if runtime:
+                self.alg.load_runtime_state_dict(runtime)
             if "env_state" in state and hasattr(self.env, "load_state_dict"):
                 self.env.load_state_dict(state["env_state"])
             if "runner" in state:
