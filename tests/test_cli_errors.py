@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -22,7 +21,8 @@ from cli_corpus import CASES, CONTROLS, SMALL_TASK, make_workspace
 from mimic_rl.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
-TIMEOUT_S = 60
+TIMEOUT_S = 300
+"""Bounds a hung command (it then counts as failed: its rc is "timeout"); no test asserts how long a command took."""
 
 
 def _entry_point() -> list[str]:
@@ -34,7 +34,6 @@ def _entry_point() -> list[str]:
 def _run(argv: list[str], env_extra: dict[str, str], cwd: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("MIMIC_RL_DEBUG",)}
     env.update(OMP_NUM_THREADS="1", **env_extra)
-    start = time.time()
     try:
         proc = subprocess.run(
             [*_entry_point(), *argv], capture_output=True, text=True, timeout=TIMEOUT_S, env=env, cwd=cwd
@@ -42,7 +41,7 @@ def _run(argv: list[str], env_extra: dict[str, str], cwd: Path) -> dict:
         rc, out, err = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
         rc, out, err = "timeout", str(exc.stdout), str(exc.stderr)
-    return {"rc": rc, "stdout": out, "stderr": err, "seconds": time.time() - start, "argv": argv}
+    return {"rc": rc, "stdout": out, "stderr": err, "argv": argv}
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +78,6 @@ def test_a_mistake_gets_one_line_and_exit_code_2(corpus, case_id, patterns):
     assert "Traceback" not in result["stderr"] + result["stdout"], _show(result)
     for pattern in patterns:
         assert re.search(pattern, lines[0]), f"{pattern!r} not in the message\n{_show(result)}"
-    assert result["seconds"] < TIMEOUT_S
     assert not Path(paths["marker"]).exists(), "a crafted checkpoint ran its payload"
 
 
