@@ -139,6 +139,7 @@ def test_gru_hidden_states_and_trajectory_starts():
 
 
 def test_split_and_pad_matches_rsl_rl():
+    pytest.importorskip("rsl_rl")
     from rsl_rl.utils import split_and_pad_trajectories as rsl_split
     from rsl_rl.utils import unpad_trajectories as rsl_unpad
 

@@ -100,6 +100,7 @@ def test_dagger_teacher_from_this_package_checkpoint(tmp_path):
 
 
 def test_dagger_teacher_from_an_rsl_rl_checkpoint(tmp_path):
+    pytest.importorskip("rsl_rl")
     from rsl_rl.models import MLPModel
 
     env = PointMassTrackingEnv(num_envs=16, seed=0)

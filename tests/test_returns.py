@@ -112,6 +112,7 @@ def _rsl_rl_compute_returns(rec, last_values, gamma, lam, normalize):
 
 @pytest.mark.parametrize("normalize", [False, True])
 def test_gae_matches_rsl_rl_without_timeouts(normalize):
+    pytest.importorskip("rsl_rl")
     storage = make_storage(T=16, N=9)
     rec = fill_storage(storage, done_prob=0.2, timeout_prob=0.0, seed=5)
     last = torch.randn(9)
@@ -123,6 +124,7 @@ def test_gae_matches_rsl_rl_without_timeouts(normalize):
 
 def test_timeout_fallback_equals_rsl_rl_shortcut_and_warns_once():
     """Without bootstrap values a time-out falls back to rsl_rl's r += gamma * V(s_t), with one warning."""
+    pytest.importorskip("rsl_rl")
     storage = make_storage(T=10, N=6)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

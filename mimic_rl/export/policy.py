@@ -5,21 +5,29 @@ mask) and the trunk. Inputs: ``policy`` ``[B, D]`` float32, and for reference-co
 ``[B, K, F]`` float32 and ``reference_mask`` ``[B]`` bool. Output: ``actions`` ``[B, A]``; the metadata's
 ``pd_target`` says how they become joint targets (from the default pose, or from the reference pose one control step
 ahead when the policy was trained with ``action_offset: reference``). ``export_policy`` checks both files against
-torch on random inputs (TorchScript always, ONNX through onnxruntime when it is installed) and fails on a mismatch.
+torch on random inputs (TorchScript always, ONNX through onnxruntime when it is installed) and fails on a mismatch;
+it writes the folder all at once (``README.md`` included), so a failed export leaves nothing half-written.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from mimic_rl.errors import MimicRLError
+from mimic_rl.export.folder import staged_folder
+from mimic_rl.export.readme import export_readme
 from mimic_rl.models.actor_critic import Actor
 
-__all__ = ["ExportedPolicy", "export_policy", "policy_metadata"]
+__all__ = ["EXPORT_FILES", "ExportedPolicy", "check_onnx_export", "export_policy", "policy_metadata"]
+
+EXPORT_FILES = ("policy.pt", "policy.onnx", "policy.json", "README.md")
+"""What an export writes; re-exporting into a folder replaces them all (a file this export skips is removed)."""
 
 
 class ExportedPolicy(nn.Module):
@@ -76,6 +84,8 @@ def policy_metadata(actor: Actor, env: Any | None = None, **extra: Any) -> dict[
     meta: dict[str, Any] = {
         "inputs": {"policy": [actor.obs_dim]},
         "outputs": {"actions": [actor.num_actions]},
+        "input_dtypes": {name: "bool" if name == "reference_mask" else "float32" for name in _input_names(actor)},
+        "observation_normalization": "inside the graph: feed raw observations",
         "actor_cfg": actor.config,
     }
     if actor.ref_shape is not None:
@@ -94,6 +104,7 @@ def policy_metadata(actor: Actor, env: Any | None = None, **extra: Any) -> dict[
             default_joint_pos=env.default_joint_pos.cpu().tolist() if hasattr(env, "default_joint_pos") else None,
             action_scale=env.action_scale.cpu().tolist() if hasattr(env, "action_scale") else None,
             control_dt=getattr(env, "step_dt", None),
+            control_hz=1.0 / env.step_dt if getattr(env, "step_dt", None) else None,
             action_offset=getattr(getattr(env, "cfg", None), "action_offset", "default"),
             pd_target=(
                 "reference_joint_pos(t + control_dt) + action_scale * actions"
@@ -107,71 +118,107 @@ def policy_metadata(actor: Actor, env: Any | None = None, **extra: Any) -> dict[
 
 
 def _layout(env: Any) -> dict[str, Any]:
+    """The embedded env's observation terms in order, ``[name, size]`` each, with the sizes they add up to."""
     j, a = len(getattr(env, "joint_names", [])), getattr(env, "num_actions", 0)
     cfg = getattr(env, "cfg", None)
+    policy = [
+        ["joint_pos - default_joint_pos", j],
+        ["joint_vel", j],
+        ["anchor_lin_vel_b", 3],
+        ["anchor_ang_vel_b", 3],
+        ["projected_gravity_b", 3],
+        ["last_action", a],
+    ]
+    frame = [
+        ["ref_joint_pos", j],
+        ["ref_joint_vel", j],
+        ["ref_anchor_pos_in_robot_anchor", 3],
+        ["ref_anchor_ori_in_robot_anchor_6d", 6],
+    ]
+    frames, stride = getattr(cfg, "num_future_frames", None), getattr(cfg, "future_stride", None)
+    dt = getattr(env, "step_dt", None)
+    offsets = [round(k * stride * dt, 9) for k in range(frames)] if frames and stride and dt else None
     return {
-        "policy": [
-            ["joint_pos - default_joint_pos", j],
-            ["joint_vel", j],
-            ["anchor_lin_vel_b", 3],
-            ["anchor_ang_vel_b", 3],
-            ["projected_gravity_b", 3],
-            ["last_action", a],
-        ],
-        "reference_frame": [
-            ["ref_joint_pos", j],
-            ["ref_joint_vel", j],
-            ["ref_anchor_pos_in_robot_anchor", 3],
-            ["ref_anchor_ori_in_robot_anchor_6d", 6],
-        ],
-        "num_future_frames": getattr(cfg, "num_future_frames", None),
-        "future_stride_steps": getattr(cfg, "future_stride", None),
+        "policy": policy,
+        "policy_size": sum(size for _, size in policy),
+        "reference_frame": frame,
+        "reference_frame_size": sum(size for _, size in frame),
+        "num_future_frames": frames,
+        "future_stride_steps": stride,
+        "future_frame_offsets_s": offsets,
         "anchor_body": getattr(getattr(env, "robot", None), "anchor_body", None),
     }
+
+
+def check_onnx_export() -> None:
+    """Raise a ``MimicRLError`` (one line: what is missing and how to get it) when ``onnx`` cannot be imported."""
+    try:
+        import onnx  # noqa: F401  (torch.onnx.export imports it to write the file)
+    except ImportError as exc:
+        raise MimicRLError(
+            f"policy.onnx: expected the onnx package (a dependency of mimic_rl), found it cannot be imported ({exc}); "
+            "reinstall mimic_rl (pip install -e .) or pip install 'onnx>=1.17' 'onnxruntime>=1.17', or write "
+            "TorchScript only (mimic-rl export --no-onnx)"
+        ) from None
 
 
 def export_policy(
     actor: Actor, output_dir: str | Path, metadata: dict[str, Any] | None = None, onnx: bool = True, atol: float = 1e-5
 ) -> dict[str, Path]:
-    """Write ``policy.pt`` (TorchScript), ``policy.onnx`` and ``policy.json``; verify them against torch."""
+    """Write ``policy.pt`` (TorchScript), ``policy.onnx``, ``policy.json`` and ``README.md``; verify the graphs
+    against torch. All or nothing: on any error ``output_dir`` is left as it was (or absent)."""
+    if onnx:
+        check_onnx_export()
     out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    with staged_folder(out, owned=EXPORT_FILES) as staging:
+        files, check = _write_graphs(actor, staging, onnx, atol)
+        meta = {**(metadata or policy_metadata(actor)), "files": dict(files)}
+        meta["check"] = check
+        (staging / "policy.json").write_text(json.dumps(meta, indent=2))
+        (staging / "README.md").write_text(export_readme(meta))
+    written = {**files, "metadata": "policy.json", "readme": "README.md"}
+    return {k: out / name for k, name in written.items()}
+
+
+def _write_graphs(actor: Actor, folder: Path, onnx: bool, atol: float) -> tuple[dict[str, str], dict[str, Any]]:
+    """``policy.pt`` (and ``policy.onnx``) in ``folder``, each checked against torch on fresh random inputs."""
     module = ExportedPolicy(actor)
-    inputs = _example_inputs(actor)
-    paths: dict[str, Path] = {}
-    scripted = torch.jit.trace(module, inputs, check_trace=False)
-    paths["torchscript"] = out / "policy.pt"
-    scripted.save(str(paths["torchscript"]))
-    fresh = _example_inputs(actor, batch=7, seed=1)
-    errors = {}
+    inputs, fresh = _example_inputs(actor), _example_inputs(actor, batch=7, seed=1)
     names = _input_names(actor)
     outputs = ["actions"] + [f"{n}_out" for n in names if n in ("hidden", "cell")]
-    with torch.no_grad():
-        reference = _as_tuple(module(*fresh))
-        traced = _as_tuple(torch.jit.load(str(paths["torchscript"]))(*fresh))
+    files, errors, skipped = {"torchscript": "policy.pt"}, {}, []
+    with warnings.catch_warnings():
+        # shape checks in the actor become constants of the trace; the checks below compare the graphs with torch
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        torch.jit.trace(module, inputs, check_trace=False).save(str(folder / files["torchscript"]))
+        with torch.no_grad():
+            reference = _as_tuple(module(*fresh))
+            traced = _as_tuple(torch.jit.load(str(folder / files["torchscript"]))(*fresh))
         errors["torchscript"] = max(_check("TorchScript", a, b, atol) for a, b in zip(traced, reference))
+        if onnx:
+            files["onnx"] = "policy.onnx"
+            states = ("hidden", "cell", "hidden_out", "cell_out")
+            axes = {n: {1 if n in states else 0: "batch"} for n in names + outputs}
+            torch.onnx.export(
+                module,
+                inputs,
+                str(folder / files["onnx"]),
+                input_names=names,
+                output_names=outputs,
+                dynamic_axes=axes,
+                dynamo=False,
+            )
     if onnx:
-        paths["onnx"] = out / "policy.onnx"
-        axes = {n: {1 if n in ("hidden", "cell", "hidden_out", "cell_out") else 0: "batch"} for n in names + outputs}
-        torch.onnx.export(
-            module,
-            inputs,
-            str(paths["onnx"]),
-            input_names=names,
-            output_names=outputs,
-            dynamic_axes=axes,
-            dynamo=False,
-        )
-        runtime = _onnx_outputs(paths["onnx"], names, outputs, fresh)
-        if runtime is not None:
+        runtime = _onnx_outputs(folder / files["onnx"], names, outputs, fresh)
+        if runtime is None:
+            skipped.append("policy.onnx against torch (onnxruntime is not installed)")
+        else:
             errors["onnx"] = max(
                 _check("ONNX (onnxruntime)", torch.from_numpy(a), b, atol) for a, b in zip(runtime, reference)
             )
-    meta = {**(metadata or policy_metadata(actor)), "files": {k: p.name for k, p in paths.items()}}
-    meta["check"] = {"atol": atol, "max_abs_error_vs_torch": errors, "inputs": "7 random rows, one without reference"}
-    paths["metadata"] = out / "policy.json"
-    paths["metadata"].write_text(json.dumps(meta, indent=2))
-    return paths
+    inputs_note = "7 random rows" + (", one without reference" if actor.ref_shape is not None else "")
+    check = {"atol": atol, "max_abs_error_vs_torch": errors, "inputs": inputs_note}
+    return files, {**check, "skipped": skipped} if skipped else check
 
 
 def _as_tuple(x: Any) -> tuple[torch.Tensor, ...]:
