@@ -1,4 +1,9 @@
-"""Training logs: a JSON-lines file (always), TensorBoard or wandb, and a console progress line."""
+"""Training logs: a JSON-lines file (always), TensorBoard or wandb, and a console progress line.
+
+TensorBoard and wandb also get rsl_rl's tags (``RSL_RL_TAGS``, and the older spellings of rsl_rl 2, still in many
+dashboards, ``RSL_RL_2_TAGS``) beside ours, so that an rsl_rl user's dashboards work; ``metrics.jsonl`` keeps our names
+only.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,41 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RunLogger", "format_duration"]
+__all__ = ["RSL_RL_2_TAGS", "RSL_RL_TAGS", "RunLogger", "format_duration", "with_rsl_rl_tags"]
+
+RSL_RL_TAGS: dict[str, str] = {
+    # ours -> the tag rsl_rl 5's OnPolicyRunner / DistillationRunner writes (rsl_rl.utils.logger.Logger.log)
+    "loss/value": "Loss/value",
+    "loss/surrogate": "Loss/surrogate",
+    "loss/entropy": "Loss/entropy",
+    "loss/learning_rate": "Loss/learning_rate",
+    "loss/rnd": "Loss/rnd",
+    "loss/mirror": "Loss/symmetry",
+    "loss/behavior": "Loss/behavior",
+    "policy/mean_std": "Policy/mean_std",
+    "perf/steps_per_s": "Perf/total_fps",
+    "perf/collection_time": "Perf/collection_time",
+    "perf/learning_time": "Perf/learning_time",
+    # rsl_rl: the mean over its last 100 finished episodes; ours: over the episodes that ended in this iteration
+    "episode/reward": "Train/mean_reward",
+    "episode/length": "Train/mean_episode_length",
+}
+"""The tags an rsl_rl user's TensorBoard / wandb dashboards read, keyed by the name of the same number here."""
+
+RSL_RL_2_TAGS: dict[str, str] = {
+    # ours -> the tag where rsl_rl 2's runner spelled it otherwise (Isaac Lab's and many published dashboards)
+    "loss/value": "Loss/value_function",
+    "policy/mean_std": "Policy/mean_noise_std",
+    "perf/collection_time": "Perf/collection time",
+}
+
+
+def with_rsl_rl_tags(scalars: dict[str, float]) -> dict[str, float]:
+    """``scalars`` plus a copy of each value that rsl_rl logs too, under rsl_rl's tags (5's, then 2's spelling)."""
+    out = dict(scalars)
+    for table in (RSL_RL_TAGS, RSL_RL_2_TAGS):
+        out.update({table[k]: v for k, v in scalars.items() if k in table})
+    return out
 
 
 def format_duration(seconds: float) -> str:
@@ -62,11 +101,12 @@ class RunLogger:
         clean = {k: float(v) for k, v in scalars.items() if v is not None and math.isfinite(float(v))}
         self._jsonl.write(json.dumps({"iteration": iteration, "time": time.time(), **clean}) + "\n")
         self._jsonl.flush()
+        tagged = with_rsl_rl_tags(clean)
         if self.writer is not None:
-            for key, value in clean.items():
+            for key, value in tagged.items():
                 self.writer.add_scalar(key, value, iteration)
         if self.wandb is not None:
-            self.wandb.log(clean, step=iteration)
+            self.wandb.log(tagged, step=iteration)
 
     def print_line(self, iteration: int, total: int, scalars: dict[str, float], eta_s: float) -> None:
         """One console line: iteration, steps/s, episode reward, length and success (ended without a termination),
