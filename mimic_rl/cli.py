@@ -1,12 +1,12 @@
 """The ``mimic-rl`` command line: train, distill, play, eval, plot, export and convert.
 
-mimic-rl train [--task tracking_ppo] [--env mujoco|mjlab:TASK|isaaclab:TASK] [--motion FILE_OR_DIR ...]
-               [--robot humanoid28|g1] [--num-envs N]
-               [--iterations N] [--time-budget S] [--device cpu] [--resume [CKPT]] [--seed N] [--log-dir DIR]
+mimic-rl train [--task tracking_ppo|my.yaml] [--set KEY.PATH=VALUE ...] [--env mujoco|mjlab:TASK|isaaclab:TASK]
+               [--motion FILE_OR_DIR ...] [--robot humanoid28|g1] [--num-envs N] [--iterations N] [--time-budget S]
+               [--device cpu] [--resume [CKPT] | --overwrite] [--seed N] [--log-dir DIR] [--threads N]
 mimic-rl distill --teacher CKPT [--task distill] [the options of train]
-mimic-rl eval --checkpoint CKPT --output eval.json
+mimic-rl eval --checkpoint CKPT --output eval.json [--threads N]
 mimic-rl plot eval.json --output DIR
-mimic-rl play --checkpoint CKPT [--video rollout.gif]
+mimic-rl play --checkpoint CKPT [--video rollout.gif] [--threads N]
 mimic-rl export --checkpoint CKPT --output DIR
 mimic-rl convert IN [IN ...] --output OUT [--robot g1.xml --csv-fps 60 --fps 50]
 
@@ -44,7 +44,7 @@ USER_OS_ERRORS = (errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.EACCES, errno
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with its usage errors as one line (``error: --flag: problem; see 'mimic-rl train --help'``)."""
+    """argparse with its usage errors as one line (``error: --FLAG: problem; see 'mimic-rl train --help'``)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         message = re.sub(r"^argument ([^:]+): ", r"\1: ", message)
@@ -92,26 +92,141 @@ def _number(low: float, high: float | None = None, what: str = ""):
 _FPS = _number(*FPS_RANGE, what=f"a frame rate between {FPS_RANGE[0]:g} and {FPS_RANGE[1]:g} fps")
 
 
-def _add_run_options(cmd: argparse.ArgumentParser) -> None:
+THREADS_HELP = (
+    "torch and MuJoCo threads for this process (default: what the machine can give without oversubscription; "
+    "OMP_NUM_THREADS is respected)"
+)
+
+EPILOGS = {
+    "train": """example:
+  mimic-rl train --iterations 50 --set algorithm.learning_rate=3e-4 --log-dir runs/first
+
+outputs (in --log-dir; default: a new runs/<task>-<YYYYmmdd-HHMMSS>, printed at the start):
+  config.yaml          the resolved config (base: and --set applied)
+  model_<N>.pt         checkpoints (continue with --resume)
+  metrics.jsonl        one line of scalars per iteration; TensorBoard events beside it (--logger)
+  eval.json, plots/    the evaluation of the last checkpoint (unless --no-eval)
+A --log-dir that holds a run already is refused: pass --resume to continue it, --overwrite to replace it.""",
+    "distill": """example:
+  mimic-rl distill --teacher runs/first/model_300.pt --iterations 100 --log-dir runs/student
+
+outputs (in --log-dir; default: a new runs/<task>-<YYYYmmdd-HHMMSS>, printed at the start):
+  config.yaml, model_<N>.pt, metrics.jsonl   as for train
+  eval.json, eval_teacher.json, plots/       the student's evaluation beside the teacher's (unless --no-eval)
+  export/                                    policy.onnx, policy.pt and policy.json (unless --no-export)""",
+    "eval": """example:
+  mimic-rl eval --checkpoint runs/first/model_300.pt --output runs/first/eval.json
+
+output: the JSON file --output (per-clip success, MPJPE, errors over time); draw it with mimic-rl plot.""",
+    "plot": """example:
+  mimic-rl plot runs/first/eval.json --output runs/first/plots
+
+outputs: PNGs in --output (per-body error, error over time, success per clip, training curves).""",
+    "play": """example:
+  mimic-rl play --checkpoint runs/first/model_300.pt --video rollout.gif
+
+output: tracking metrics printed every second of simulated time, or the --video file.""",
+    "export": """example:
+  mimic-rl export --checkpoint runs/first/model_300.pt --output runs/first/export
+
+outputs in --output: policy.onnx (unless --no-onnx), policy.pt (TorchScript), policy.json (inputs, joints, gains).""",
+    "convert": """example:
+  mimic-rl convert B_HandsUp.csv --robot g1.xml --csv-fps 60 --fps 50 --output hands_up.npz
+
+output: --output (one .npz), or one <name>.npz per input in the folder --output.""",
+}
+"""Each subcommand's example and where its outputs go (the end of its --help)."""
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs as written; each option's default appended to its help (unless it says it)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.required:
+            return f"{text} (required)"
+        if "default" in text or not action.option_strings or action.default in (None, argparse.SUPPRESS):
+            return text
+        if action.default is False:
+            return f"{text} (default: off)"
+        return f"{text} (default: %(default)s)"
+
+
+def _add_config_options(cmd: argparse.ArgumentParser) -> None:
+    """train / distill: the options that change the config (``--set``) and its env."""
+    cmd.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        metavar="KEY.PATH=VALUE",
+        help="override one config key, the value read as YAML (repeatable; applied after the YAML and its base:), "
+        "e.g. --set algorithm.learning_rate=3e-4 --set 'actor.hidden_dims=[256,128]' (default: none)",
+    )
     cmd.add_argument(
         "--env",
-        help="the simulator: mujoco (the embedded env, default), mjlab:<task id> or isaaclab:<task id> (env.backend)",
+        help="the simulator: mujoco (the embedded env), mjlab:<task id> or isaaclab:<task id> (default: the "
+        "config's env.backend, mujoco)",
     )
-    cmd.add_argument("--motion", nargs="+", help="motion files or folders (default: the config's)")
-    cmd.add_argument("--robot", choices=["humanoid28", "g1"])
-    cmd.add_argument("--robot-mjcf", help="the robot's MJCF (needed for g1)")
-    cmd.add_argument("--csv-fps", type=_FPS, help="frame rate of CSV motions")
-    cmd.add_argument("--num-envs", type=_whole(1))
-    cmd.add_argument("--iterations", type=_whole(1), help="iterations to train (overrides the config's time budget)")
-    cmd.add_argument("--time-budget", type=_number(0), help="seconds of training (0: no limit)")
-    cmd.add_argument("--device", help="cpu, cuda or cuda:N (default: the config's)")
-    cmd.add_argument("--resume", nargs="?", const="latest", help="a checkpoint, or the latest in --log-dir")
-    cmd.add_argument("--seed", type=_whole(0, 2**32 - 1))
-    cmd.add_argument("--log-dir", help="where checkpoints (*.pt), logs and the resolved config go")
-    cmd.add_argument("--logger", choices=["tensorboard", "wandb", "none"])
+    cmd.add_argument("--motion", nargs="+", help="motion files or folders (default: the config's env.motions)")
+    cmd.add_argument("--robot", choices=["humanoid28", "g1"], help="the robot (default: the config's env.robot)")
+    cmd.add_argument(
+        "--robot-mjcf", metavar="XML", help="the robot's MJCF, needed for --robot g1 (default: the config's)"
+    )
+    cmd.add_argument("--csv-fps", type=_FPS, help="frame rate of CSV motions (default: the config's env.csv_fps)")
+    cmd.add_argument(
+        "--num-envs", type=_whole(1), metavar="N", help="parallel envs (default: the config's env.num_envs)"
+    )
+
+
+def _add_run_options(cmd: argparse.ArgumentParser) -> None:
+    """train / distill: the config's options, then how long, where and how to run."""
+    _add_config_options(cmd)
+    cmd.add_argument(
+        "--iterations",
+        type=_whole(1),
+        metavar="N",
+        help="iterations to train; overrides the config's time budget (default: the config's runner.max_iterations)",
+    )
+    cmd.add_argument(
+        "--time-budget",
+        type=_number(0),
+        metavar="SECONDS",
+        help="seconds of training, 0: no limit (default: runner.time_budget_s)",
+    )
+    cmd.add_argument("--device", help="cpu, cuda or cuda:N (default: the config's runner.device)")
+    cmd.add_argument(
+        "--resume",
+        nargs="?",
+        const="latest",
+        metavar="CKPT",
+        help="continue from a checkpoint; alone: the latest in --log-dir (without --log-dir: the latest "
+        "runs/<task>-* run) (default: a new run)",
+    )
+    cmd.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run in --log-dir: its checkpoints, config, logs, eval and plots are deleted first "
+        "(other files stay)",
+    )
+    cmd.add_argument(
+        "--seed", type=_whole(0, 2**32 - 1), metavar="N", help="random seed (default: the config's runner.seed)"
+    )
+    cmd.add_argument(
+        "--log-dir",
+        metavar="DIR",
+        help="the run folder: checkpoints (*.pt), logs, the resolved config, eval (default: a new "
+        "runs/<task>-<YYYYmmdd-HHMMSS>)",
+    )
+    cmd.add_argument(
+        "--logger", choices=["tensorboard", "wandb", "none"], help="where scalars go (default: runner.logger)"
+    )
+    cmd.add_argument("--threads", type=_whole(1), metavar="N", help=THREADS_HELP)
     cmd.add_argument("--no-eval", action="store_true", help="skip the evaluation and plots after training")
     cmd.add_argument(
-        "--eval-envs", type=_whole(1), help="envs per clip in every evaluation from the start (runner.eval_envs)"
+        "--eval-envs",
+        type=_whole(1),
+        metavar="N",
+        help="envs per clip in every evaluation from the start (default: the config's runner.eval_envs)",
     )
 
 
@@ -123,7 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help, parents=[common])
+        return sub.add_parser(
+            name, help=help, description=help, epilog=EPILOGS[name], parents=[common], formatter_class=_HelpFormatter
+        )
 
     train = command("train", "train a tracker (then evaluate and plot)")
     distill = command("distill", "distil a trained tracker into a deployable student (then eval, export)")
@@ -136,37 +253,41 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(train)
     train.set_defaults(func=cmd_train)
     ev = command("eval", "per-clip metrics of a checkpoint as JSON")
-    ev.add_argument("--checkpoint", required=True)
-    ev.add_argument("--output", required=True)
-    ev.add_argument("--motion", nargs="+", help="evaluate on these motions instead of the training ones")
-    ev.add_argument("--num-envs", type=_whole(1), default=8)
-    ev.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
+    ev.add_argument("--checkpoint", required=True, help="a model_<N>.pt of mimic-rl train or distill")
+    ev.add_argument("--output", required=True, help="the JSON file to write")
+    ev.add_argument("--motion", nargs="+", help="evaluate on these motions (default: the training ones)")
+    ev.add_argument("--num-envs", type=_whole(1), default=8, help="envs per clip")
+    ev.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    ev.add_argument("--threads", type=_whole(1), metavar="N", help=THREADS_HELP)
     ev.set_defaults(func=cmd_eval)
     pl = command("plot", "PNGs from an eval JSON and the training log")
-    pl.add_argument("eval_json")
-    pl.add_argument("--output", required=True)
+    pl.add_argument("eval_json", help="an eval.json of mimic-rl eval or train")
+    pl.add_argument("--output", required=True, help="the folder for the PNGs")
     pl.add_argument("--run-dir", help="the run folder with metrics.jsonl (default: the checkpoint's)")
     pl.set_defaults(func=cmd_plot)
     play = command("play", "run a checkpoint and print tracking metrics (or write a video)")
-    play.add_argument("--checkpoint", required=True)
-    play.add_argument("--motion", nargs="+")
-    play.add_argument("--num-envs", type=_whole(1), default=4)
-    play.add_argument("--steps", type=_whole(1), default=500)
-    play.add_argument("--video", help="write a GIF or MP4 of env 0 beside its reference")
-    play.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
+    play.add_argument("--checkpoint", required=True, help="a model_<N>.pt of mimic-rl train or distill")
+    play.add_argument("--motion", nargs="+", help="play these motions (default: the training ones)")
+    play.add_argument("--num-envs", type=_whole(1), default=4, help="parallel envs")
+    play.add_argument("--steps", type=_whole(1), default=500, help="policy steps to run")
+    play.add_argument("--video", help="write a GIF or MP4 of env 0 beside its reference (default: no video)")
+    play.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    play.add_argument("--threads", type=_whole(1), metavar="N", help=THREADS_HELP)
     play.set_defaults(func=cmd_play)
     ex = command("export", "ONNX and TorchScript of a checkpoint's policy, with metadata")
-    ex.add_argument("--checkpoint", required=True)
-    ex.add_argument("--output", required=True)
-    ex.add_argument("--no-onnx", action="store_true")
+    ex.add_argument("--checkpoint", required=True, help="a model_<N>.pt of mimic-rl train or distill")
+    ex.add_argument("--output", required=True, help="the folder to write")
+    ex.add_argument("--no-onnx", action="store_true", help="write the TorchScript and metadata only")
     ex.set_defaults(func=cmd_export)
     cv = command("convert", "convert motion files (or folders of them) to this package's npz")
-    cv.add_argument("inputs", nargs="+")
+    cv.add_argument("inputs", nargs="+", help="motion files (npz, CSV) or folders of them")
     cv.add_argument("--output", required=True, help="an .npz file (one input) or a folder")
-    cv.add_argument("--robot", help="robot MJCF (for CSV and name-less npz, and to check joint names)")
-    cv.add_argument("--csv-fps", type=_FPS)
-    cv.add_argument("--fps", type=_FPS, help="resample to this frame rate")
-    cv.add_argument("--loop-mode", choices=["clamp", "wrap"])
+    cv.add_argument("--robot", help="robot MJCF (for CSV and name-less npz, and to check joint names) (default: none)")
+    cv.add_argument("--csv-fps", type=_FPS, help="frame rate of CSV motions (default: none; needed for CSV)")
+    cv.add_argument("--fps", type=_FPS, help="resample to this frame rate (default: the input's)")
+    cv.add_argument(
+        "--loop-mode", choices=["clamp", "wrap"], help="what a clip does past its end (default: the input's)"
+    )
     cv.set_defaults(func=cmd_convert)
     return parser
 

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import argparse
 import copy
-import dataclasses
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 from mimic_rl.errors import CheckpointError, ConfigError, UsageError
 from mimic_rl.files import check_file, path_problem
+from mimic_rl.run_config import resolve_motion, run_config
 
 __all__ = [
     "cmd_convert",
@@ -27,17 +26,6 @@ __all__ = [
     "load_policy",
     "resolve_motion",
 ]
-
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-
-
-def resolve_motion(path: str) -> str:
-    """Motion paths relative to the working directory, else to the repository (for the shipped ``motions/``)."""
-    p = Path(path)
-    if p.exists() or p.is_symlink() or p.is_absolute():
-        return str(p)
-    shipped = PACKAGE_ROOT / p
-    return str(shipped) if shipped.exists() else str(p)
 
 
 def _check_parents(p: Path, flag: str) -> None:
@@ -68,88 +56,6 @@ def _output_folder(path: str | Path, flag: str) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------------- train / distill
-def _distill_source(args: argparse.Namespace) -> dict[str, Any]:
-    """The distillation YAML as data, its env laid over the env of the teacher's checkpoint (when it has one)."""
-    from mimic_rl.config import read_config_file
-    from mimic_rl.serialization import checkpoint_kind, load_checkpoint
-
-    data = read_config_file(args.task, "--task")
-    teacher = load_checkpoint(args.teacher, what="--teacher")
-    kind = checkpoint_kind(teacher)
-    if kind == "unknown":
-        raise CheckpointError(
-            f"{args.teacher}: --teacher: expected a trained policy (a checkpoint of mimic-rl train, or rsl_rl's with "
-            f"actor_state_dict), found keys {sorted(teacher)[:8]}"
-        )
-    teacher_env = (teacher.get("config") or {}).get("env")
-    if teacher_env is not None:
-        data["env"] = {**teacher_env, **(data.get("env") or {})}
-    data.setdefault("teacher", {})["checkpoint"] = str(Path(args.teacher).resolve())
-    return data
-
-
-def _env_option(cfg: Any, option: str | None) -> None:
-    """``--env mujoco | mjlab:TASK | isaaclab:TASK``: replace the config's env section by that backend's defaults (the
-    config's own env section stays when it already names that backend and task)."""
-    from mimic_rl.config import env_config
-    from mimic_rl.envs.registry import backend_names, env_config_class
-
-    if option is None:
-        return
-    name, _, task = option.partition(":")
-    takes_task = name in backend_names() and "task" in {f.name for f in dataclasses.fields(env_config_class(name))}
-    if name not in backend_names() or takes_task != bool(task):
-        raise UsageError(
-            f"--env: expected mujoco, mjlab:<task id> or isaaclab:<task id>, found {option!r}; e.g. --env "
-            "mjlab:Mjlab-Tracking-Flat-Unitree-G1"
-        )
-    if cfg.env.backend == name and (not task or cfg.env.task == task):
-        return  # the config describes this env already
-    cfg.env = env_config({"backend": name, **({"task": task} if task else {}), "seed": cfg.env.seed})
-
-
-def _config(args: argparse.Namespace) -> Any:
-    """The run's config: the YAML (``--task``), then the command-line options over it."""
-    from mimic_rl.config import DistillConfig, load_config
-    from mimic_rl.utils import check_device
-
-    if getattr(args, "teacher", None) is not None:
-        cfg = load_config(_distill_source(args), DistillConfig)
-    else:
-        cfg = load_config(args.task, what="--task")
-    _env_option(cfg, getattr(args, "env", None))
-    if args.motion:
-        cfg.env.motions = list(args.motion)
-    cfg.env.motions = [resolve_motion(m) for m in cfg.env.motions]
-    overrides = {
-        "robot": args.robot,
-        "robot_mjcf": args.robot_mjcf,
-        "csv_fps": args.csv_fps,
-        "num_envs": args.num_envs,
-    }
-    for key, value in overrides.items():
-        if value is None:
-            continue
-        if not hasattr(cfg.env, key):
-            flag = "--" + key.replace("_", "-")
-            raise UsageError(
-                f"{flag}: applies to the embedded env (--env mujoco), not to {cfg.env.backend}; leave it out"
-            )
-        setattr(cfg.env, key, value)
-    if args.iterations is not None:
-        cfg.runner.max_iterations = args.iterations
-        cfg.runner.time_budget_s = None if args.time_budget is None else cfg.runner.time_budget_s
-    if args.time_budget is not None:
-        cfg.runner.time_budget_s = args.time_budget if args.time_budget > 0 else None
-    if args.device is not None:
-        cfg.runner.device = check_device(args.device, "--device")
-    if args.seed is not None:
-        cfg.runner.seed = cfg.env.seed = args.seed
-    if args.logger:
-        cfg.runner.logger = args.logger
-    return cfg
-
-
 def _resume_path(args: argparse.Namespace, log_dir: Path) -> Path | None:
     """The checkpoint to resume from (checked), or None."""
     from mimic_rl.serialization import latest_checkpoint
@@ -167,31 +73,56 @@ def _resume_path(args: argparse.Namespace, log_dir: Path) -> Path | None:
     return latest
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    """Train (or distil, with --teacher); then (unless --no-eval) evaluate the final checkpoint and plot."""
+def _start_run(args: argparse.Namespace) -> tuple[Any, Any, Path]:
+    """(config, runner, run folder) of train / distill: the folder chosen (a new one, or a run to resume or
+    replace), the config loaded, the runner built and resumed; a start that fails leaves no new folder behind."""
+    from mimic_rl.run_dirs import choose_log_dir, discard_if_empty, remove_run
     from mimic_rl.runners import DistillationRunner, OnPolicyRunner
 
-    log_dir = _output_folder(args.log_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}", "--log-dir")
-    resume = _resume_path(args, log_dir)
     distill = getattr(args, "teacher", None) is not None
-    if resume is not None and args.task in ("tracking_ppo", "distill") and (log_dir / "config.yaml").exists():
-        args.task = str(log_dir / "config.yaml")  # resume with the run's own resolved config
-    cfg = _config(args)
-    if args.eval_envs is not None:  # one number for the evaluations during training and the one after it
-        cfg.runner.eval_envs = args.eval_envs
-    runner = (DistillationRunner if distill else OnPolicyRunner)(cfg, log_dir=log_dir)
-    if resume is not None:
-        runner.load(resume, what="--resume")
-        print(f"resumed from {resume} at iteration {runner.iteration}")
+    if args.log_dir is not None:
+        _output_folder(args.log_dir, "--log-dir")
+    log_dir, made = choose_log_dir(args.log_dir, Path(args.task).stem, args.resume, args.overwrite)
+    try:
+        resume = _resume_path(args, log_dir)
+        if resume is not None and args.task in ("tracking_ppo", "distill") and (log_dir / "config.yaml").exists():
+            args.task = str(log_dir / "config.yaml")  # resume with the run's own resolved config
+        cfg = run_config(args)
+        if args.eval_envs is not None:  # one number for the evaluations during training and the one after it
+            cfg.runner.eval_envs = args.eval_envs
+        runner = (DistillationRunner if distill else OnPolicyRunner)(cfg, log_dir=log_dir)
+        if resume is not None:
+            runner.load(resume, what="--resume")
+            print(f"resumed from {resume} at iteration {runner.iteration}")
+    except BaseException:
+        if made:
+            discard_if_empty(log_dir)
+        raise
+    if made:
+        print(f"new run folder: {log_dir} (choose one with --log-dir)")
+    if args.overwrite and runner.is_main:
+        removed = remove_run(log_dir)
+        if removed:
+            print(f"--overwrite: removed {len(removed)} files of the previous run in {log_dir}")
+    return cfg, runner, log_dir
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train (or distil, with --teacher); then (unless --no-eval) evaluate the final checkpoint and plot."""
+    distill = getattr(args, "teacher", None) is not None
+    cfg, runner, log_dir = _start_run(args)
     what = f"distilling {cfg.teacher.checkpoint} into a student" if distill else "training"
     subject = getattr(cfg.env, "robot", None) or f"{cfg.env.backend}:{cfg.env.task}"
-    print(f"{what}: {subject} on {cfg.env.motions} with {runner.env.num_envs} envs; logs in {log_dir}")
+    print(
+        f"{what}: {subject} on {cfg.env.motions} with {runner.env.num_envs} envs, {runner.threads.describe()}; logs in "
+        f"{log_dir}"
+    )
     runner.learn()
     runner.close()
     checkpoint = log_dir / f"model_{runner.iteration}.pt"
     print(f"checkpoint: {checkpoint}")
     if not args.no_eval:
-        evaluation = _evaluate(checkpoint, cfg.runner.eval_envs, device=cfg.runner.device)
+        evaluation = _evaluate(checkpoint, cfg.runner.eval_envs, device=cfg.runner.device, threads=cfg.runner.threads)
         (log_dir / "eval.json").write_text(json.dumps(evaluation, indent=2))
         from mimic_rl.plotting import plot_eval
 
@@ -264,10 +195,13 @@ def _evaluate(
     motions: list[str] | None = None,
     what: str = "--checkpoint",
     device: str = "cpu",
+    threads: int | None = None,
 ) -> dict[str, Any]:
     from mimic_rl.runners.evaluation import evaluate_policy
 
     cfg, actor, state = load_policy(checkpoint, what, device)
+    if threads is not None:
+        cfg.runner.threads = threads  # --threads
     if motions:
         cfg.env.motions = [resolve_motion(m) for m in motions]
     evaluation = evaluate_policy(actor, cfg, num_envs, source=str(checkpoint), trained_config=state["config"])
@@ -294,7 +228,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     out = _output_file(args.output, "--output")
     device = check_device(args.device, "--device")
-    evaluation = _evaluate(args.checkpoint, args.num_envs, args.motion, device=device)
+    evaluation = _evaluate(args.checkpoint, args.num_envs, args.motion, device=device, threads=args.threads)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(evaluation, indent=2))
     _print_summary(evaluation)
@@ -348,6 +282,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     """Run a checkpoint, print tracking metrics every second of sim time, optionally write a video."""
     from mimic_rl.envs.registry import has_play_env, make_play_env, render_rollout
     from mimic_rl.runners.compat import check_policy_fits_env
+    from mimic_rl.runners.threads import apply_threads, resolve_threads
     from mimic_rl.utils import check_device
 
     if args.video and Path(args.video).suffix.lower() not in (".gif", ".mp4"):
@@ -355,6 +290,9 @@ def cmd_play(args: argparse.Namespace) -> int:
     video = _output_file(args.video, "--video") if args.video else None
     device = check_device(args.device, "--device")
     cfg, actor, state = load_policy(args.checkpoint, device=device)
+    if args.threads is not None:
+        cfg.runner.threads = args.threads  # --threads
+    apply_threads(resolve_threads(cfg.runner.threads))
     if not has_play_env(cfg.env.backend):
         raise UsageError(
             f"{args.checkpoint}: play runs the embedded env, and this policy was trained on {cfg.env.backend}; use "
@@ -404,30 +342,33 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _export(checkpoint: str | Path, output: str | Path, onnx: bool) -> None:
+    """Export ``checkpoint``'s policy into the folder ``output``, all at once (a failure leaves it as it was)."""
     from mimic_rl.envs.registry import has_play_env, make_play_env
-    from mimic_rl.export import export_policy, policy_metadata
+    from mimic_rl.export import check_onnx_export, export_policy, policy_metadata
     from mimic_rl.runners.compat import check_policy_fits_env
 
+    if onnx:
+        check_onnx_export()  # before any work: a missing onnx is one line, not a traceback after the TorchScript
     cfg, actor, state = load_policy(checkpoint)
+    facts = {"checkpoint": str(checkpoint), "iteration": int(state.get("iteration", 0))}
     if not has_play_env(cfg.env.backend):  # no env is built: the policy's inputs are the config's observation groups
-        meta = policy_metadata(
-            actor,
-            checkpoint=str(checkpoint),
-            iteration=int(state.get("iteration", 0)),
-            simulator=f"{cfg.env.backend}:{cfg.env.task}",
-            obs_groups=state.get("obs_groups") or cfg.obs_groups,
-        )
-        for kind, path in export_policy(actor, output, meta, onnx=onnx).items():
-            print(f"{kind}: {path}")
-        return
-    env_cfg = copy.deepcopy(cfg.env)
-    env_cfg.num_envs = 1
-    env = make_play_env(env_cfg)
-    check_policy_fits_env(actor, env, checkpoint, state["config"])
-    meta = policy_metadata(actor, env, checkpoint=str(checkpoint), iteration=int(state.get("iteration", 0)))
-    env.close()
-    for kind, path in export_policy(actor, output, meta, onnx=onnx).items():
+        groups = state.get("obs_groups") or cfg.obs_groups
+        meta = policy_metadata(actor, simulator=f"{cfg.env.backend}:{cfg.env.task}", obs_groups=groups, **facts)
+    else:
+        env_cfg = copy.deepcopy(cfg.env)
+        env_cfg.num_envs = 1
+        env = make_play_env(env_cfg)
+        try:
+            check_policy_fits_env(actor, env, checkpoint, state["config"])
+            meta = policy_metadata(actor, env, **facts)
+        finally:
+            env.close()
+    paths = export_policy(actor, output, meta, onnx=onnx)
+    for kind, path in paths.items():
         print(f"{kind}: {path}")
+    skipped = json.loads(paths["metadata"].read_text())["check"].get("skipped", [])
+    for what in skipped:
+        print(f"note: not checked: {what}")
 
 
 # ---------------------------------------------------------------------------------------------------- convert

@@ -25,9 +25,9 @@ from typing import Annotated, Any, Literal
 
 import yaml
 
+from mimic_rl.config_files import CONFIG_DIR, apply_overrides, override_for, read_config_file
 from mimic_rl.errors import ConfigError
-from mimic_rl.files import path_problem
-from mimic_rl.utils import Range
+from mimic_rl.utils import Range, unknown_key_message
 
 __all__ = [
     "BUILTIN_REGISTRARS",
@@ -49,8 +49,6 @@ __all__ = [
     "to_dict",
 ]
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
-
 
 @dataclass
 class RunnerConfig:
@@ -71,6 +69,9 @@ class RunnerConfig:
     logger: Literal["tensorboard", "wandb", "none"] = "tensorboard"
     """``tensorboard``, ``wandb`` (when installed) or ``none``; a JSON-lines log is always written."""
     wandb_project: str | None = None
+    threads: Annotated[int | None, Range(1)] = None
+    """Torch and MuJoCo threads for this process (``--threads``); None: what the machine can give without
+    oversubscription (``OMP_NUM_THREADS`` is respected)."""
 
 
 # ---------------------------------------------------------------------------------------------------- registrations
@@ -216,6 +217,30 @@ def _is_dataclass_type(tp: Any) -> bool:
     return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
 
+def describe_type(tp: Any) -> str:
+    """What a value of the annotated type ``tp`` looks like in YAML (``a whole number``, ``a list of numbers``, ...)."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return describe_type(typing.get_args(tp)[0])
+    if origin is typing.Literal:
+        return f"one of {list(typing.get_args(tp))}"
+    if _is_dataclass_type(tp):
+        return f"a mapping of {tp.__name__} settings"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(describe_type(a) if a is not type(None) else "null" for a in typing.get_args(tp))
+    if origin in (list, tuple):
+        args = [a for a in typing.get_args(tp) if a is not Ellipsis]
+        items = {describe_type(a) for a in args}
+        if len(items) != 1 or "Any" in str(args):
+            return "a list"
+        item = items.pop().removeprefix("a ").removeprefix("an ")
+        plural = {"whole number": "whole numbers", "number": "numbers", "string": "strings"}.get(item, f"({item})")
+        return f"a list of {plural}"
+    if origin is dict or tp is dict:
+        return "a mapping"
+    return {int: "a whole number", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
+
+
 def _convert(value: Any, tp: Any, path: str) -> Any:
     """Coerce a YAML value to the annotated type ``tp`` (dataclasses recursively, tuples from lists), checking
     ``Literal`` choices and ``Annotated[..., Range(...)]`` bounds."""
@@ -236,39 +261,42 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
         if isinstance(value, tp):
             return value
         if not isinstance(value, dict):
-            raise ConfigError(f"{path}: expected a mapping for {tp.__name__}, got {type(value).__name__}")
+            raise ConfigError(f"{path}: expected {describe_type(tp)}, found {value!r}")
         return from_dict(tp, value, path)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if value is None:
             return None
         return _convert(value, args[0], path) if len(args) == 1 else value
-    if origin is tuple and isinstance(value, list | tuple):
+    if origin in (tuple, list) and not isinstance(value, list | tuple):
+        raise ConfigError(f"{path}: expected {describe_type(tp)}, found {value!r}")
+    if origin is tuple:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_convert(v, args[0], path) for v in value)
-        return tuple(_convert(v, a, path) for v, a in zip(value, args))
+            return tuple(_convert(v, args[0], f"{path}[{i}]") for i, v in enumerate(value))
+        if args and len(args) != len(value):
+            raise ConfigError(f"{path}: expected a list of {len(args)} values, found {value!r}")
+        return tuple(_convert(v, a, f"{path}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
     if origin is list:
-        if not isinstance(value, list | tuple):
-            raise ConfigError(f"{path}: expected a list, got {value!r}")
         (item,) = typing.get_args(tp) or (Any,)
-        return [_convert(v, item, path) for v in value] if item is not Any else list(value)
+        return [_convert(v, item, f"{path}[{i}]") for i, v in enumerate(value)] if item is not Any else list(value)
+    if (origin is dict or tp is dict) and not isinstance(value, dict):
+        raise ConfigError(f"{path}: expected a mapping, found {value!r}")
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if tp in (int, float, str, bool) and (not isinstance(value, tp) or (tp is not bool and isinstance(value, bool))):
-        expected = {int: "a whole number", float: "a number", str: "a string", bool: "true or false"}[tp]
-        raise ConfigError(f"{path}: expected {expected}, found {value!r}")
+        raise ConfigError(f"{path}: expected {describe_type(tp)}, found {value!r}")
     return value
 
 
 def from_dict(cls: type, data: dict[str, Any], path: str = "") -> Any:
-    """Build dataclass ``cls`` from ``data``; unknown keys raise ``ConfigError`` naming the key and the allowed ones."""
+    """Build dataclass ``cls`` from ``data``; an unknown key or a wrong type raises ``ConfigError`` naming its full
+    path (``algorithm.amp_cfg.style_weight``), what was expected and, for a key, the closest valid one."""
     hints = typing.get_type_hints(cls, include_extras=True)
     names = {f.name for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(data) - names)
+    unknown = sorted(set(data) - names, key=str)
     if unknown:
-        where = f"{path}." if path else ""
-        raise ConfigError(f"unknown config key {where}{unknown[0]!r} in {cls.__name__}; allowed keys: {sorted(names)}")
+        raise ConfigError(unknown_key_message(path, unknown[0], names))
     kwargs = {k: _convert(v, hints[k], f"{path}.{k}" if path else k) for k, v in data.items()}
     return cls(**kwargs)
 
@@ -284,48 +312,26 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
-def read_config_file(source: str | Path, what: str = "--task") -> dict[str, Any]:
-    """A config YAML as a dict: a path, or a built-in name (``configs/<name>.yaml``). ``what`` names the option or
-    file the name came from in error messages."""
-    path = Path(source)
-    if not path.suffix and not path.exists():
-        path = CONFIG_DIR / f"{source}.yaml"
-    names = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-    problem = path_problem(path, "file")
-    if problem is not None and problem != "an empty file":
-        raise ConfigError(
-            f"{source}: {what}: expected a built-in config ({', '.join(names)}) or a YAML file, found {problem}"
-        )
-    try:
-        data = yaml.safe_load(path.read_text())
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: {what}: expected a YAML text file, found binary data") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise ConfigError(f"{path}: {what}: expected valid YAML, found a syntax error{where} ({problem})") from None
-    if data is None:
-        raise ConfigError(
-            f"{path}: {what}: expected a mapping of config sections (runner, env, algorithm, ...), found an empty "
-            "file; restore it (a run's config.yaml is rewritten at its next start) or pass --task"
-        )
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{path}: {what}: expected a mapping of config sections at the top level, found a {type(data).__name__}"
-        )
-    return data
-
-
-def load_config(source: str | Path | dict[str, Any], kind: type = TrainConfig, what: str = "--task") -> Any:
+def load_config(
+    source: str | Path | dict[str, Any],
+    kind: type = TrainConfig,
+    what: str = "--task",
+    overrides: list[str] | tuple[str, ...] = (),
+) -> Any:
     """A validated ``kind`` (``TrainConfig`` or ``DistillConfig``) from a YAML path, a built-in name
-    (``configs/<name>.yaml``) or a dict; errors in a file name the file."""
-    if isinstance(source, dict):
-        return from_dict(kind, source).validate()
-    data = read_config_file(source, what)
+    (``configs/<name>.yaml``) or a dict, its ``base:`` resolved, then the ``--set KEY.PATH=VALUE`` ``overrides``
+    applied; an error names the ``--set`` it comes from, else the file."""
+    overrides = list(overrides)
+    data = source if isinstance(source, dict) else read_config_file(source, what)
+    data = apply_overrides(data, overrides) if overrides else data
     try:
         return from_dict(kind, data).validate()
     except ConfigError as exc:
+        culprit = override_for(str(exc), overrides)
+        if culprit is not None:
+            raise ConfigError(f"--set {culprit}: {exc}") from None
+        if isinstance(source, dict):
+            raise
         raise ConfigError(f"{source}: {exc}") from None
 
 

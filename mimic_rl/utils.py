@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import itertools
 import math
+import re
 import sys
 import types
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,6 +121,16 @@ def accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
     return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
+def unknown_key_message(where: str, key: str, allowed: Iterable[str]) -> str:
+    """``<where>.<key>: unknown key; did you mean <where>.<closest>?`` (``difflib``), or the valid keys when none is
+    close; ``where`` is the dotted path of the section (``""`` at the top level)."""
+    allowed = sorted(str(a) for a in allowed)
+    prefix = f"{where}." if where else ""
+    close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+    hint = f"did you mean {prefix}{close[0]}?" if close else f"valid keys: {', '.join(allowed)}"
+    return f"{prefix}{key}: unknown key; {hint}"
+
+
 def check_kwargs(
     fns: Callable[..., Any] | tuple[Callable[..., Any], ...],
     kwargs: dict[str, Any],
@@ -126,7 +138,8 @@ def check_kwargs(
     reserved: tuple[str, ...] = (),
 ) -> None:
     """Raise ``ConfigError`` naming any key of ``kwargs`` that none of ``fns`` names (or that the caller sets itself),
-    or whose value is not of the kind of its default (a number where the default is a float, ...).
+    or whose value does not fit the parameter's annotation (``int``, ``float``, ``str``, ``bool``, ``Sequence[int]``,
+    ``dict``, and their unions with ``None``; other annotations are not checked).
 
     Pass a class's ``__init__`` together with the ``__init__`` its ``**kwargs`` are forwarded to.
     """
@@ -140,26 +153,86 @@ def check_kwargs(
     for key, value in kwargs.items():
         path = f"{where}[{key!r}]" if where.endswith("]") else f"{where}.{key}"
         if key in reserved:
-            raise ConfigError(f"{where}: {key!r} is set by the builder and must not appear in the config")
+            raise ConfigError(f"{path}: set by the builder, not a config key; remove it")
         if key not in allowed:
-            raise ConfigError(f"{where}: unknown key {key!r}; allowed keys are {sorted(allowed)}")
-        expected = _kind_of(params[key])
-        if expected is not None and not _is_kind(value, expected):
-            raise ConfigError(f"{path}: expected {expected}, found {value!r}")
+            if where.endswith("]"):
+                close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+                hint = f"did you mean {where}[{close[0]!r}]?" if close else f"valid keys: {', '.join(sorted(allowed))}"
+                raise ConfigError(f"{path}: unknown key; {hint}")
+            raise ConfigError(unknown_key_message(where, key, allowed))
+        kinds = annotation_kinds(params[key].annotation)
+        if kinds is not None and not any(_is_kind(value, kind) for kind in kinds):
+            raise ConfigError(f"{path}: expected {describe_kinds(kinds)}, found {value!r}")
 
 
-def _kind_of(param: inspect.Parameter) -> str | None:
-    """What a parameter annotated plainly ``bool``, ``int``, ``float`` or ``str`` takes (None for anything else)."""
-    annotation = param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__", "")
-    return {"bool": "true or false", "int": "a number", "float": "a number", "str": "a string"}.get(annotation)
+_KINDS = {
+    "bool": "true or false",
+    "int": "a whole number",
+    "float": "a number",
+    "str": "a string",
+    "None": "null",
+    "Sequence[int]": "a list of whole numbers",
+    "list[int]": "a list of whole numbers",
+    "tuple[int, ...]": "a list of whole numbers",
+    "Sequence[float]": "a list of numbers",
+    "list[float]": "a list of numbers",
+    "tuple[float, ...]": "a list of numbers",
+    "list[str]": "a list of strings",
+    "Sequence[str]": "a list of strings",
+    "dict": "a mapping",
+    "Mapping": "a mapping",
+}
+
+
+def annotation_kinds(annotation: Any) -> list[str] | None:
+    """The kinds of value a parameter annotated ``annotation`` takes (``["a number", "null"]`` for ``float | None``),
+    or None when some alternative is not one this module knows (then nothing is checked)."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    if not text:
+        return None
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "|" and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    kinds = []
+    for part in parts:
+        base = re.sub(r"^(typing\.|collections\.abc\.)", "", part)
+        kind = _KINDS.get(base) or (_KINDS["dict"] if re.match(r"^(dict|Mapping)\[", base) else None)
+        if kind is None:
+            return None
+        kinds.append(kind)
+    return kinds
+
+
+def describe_kinds(kinds: list[str]) -> str:
+    """``a number or null``, ``a list of whole numbers``, ... (for messages)."""
+    return " or ".join(dict.fromkeys(kinds))
+
+
+def _is_number(value: Any, whole: bool = False) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return isinstance(value, int) if whole else math.isfinite(value)
 
 
 def _is_kind(value: Any, kind: str) -> bool:
-    if kind == "true or false":
-        return isinstance(value, bool)
-    if kind == "a number":
-        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    return isinstance(value, str)
+    """Whether ``value`` (as YAML gives it) is of ``kind`` (one of the descriptions of ``_KINDS``)."""
+    checks: dict[str, Callable[[Any], bool]] = {
+        "true or false": lambda v: isinstance(v, bool),
+        "a whole number": lambda v: _is_number(v, whole=True),
+        "a number": _is_number,
+        "a string": lambda v: isinstance(v, str),
+        "null": lambda v: v is None,
+        "a mapping": lambda v: isinstance(v, dict),
+        "a list of whole numbers": lambda v: isinstance(v, list | tuple) and all(_is_number(x, True) for x in v),
+        "a list of numbers": lambda v: isinstance(v, list | tuple) and all(_is_number(x) for x in v),
+        "a list of strings": lambda v: isinstance(v, list | tuple) and all(isinstance(x, str) for x in v),
+    }
+    return checks[kind](value)
 
 
 _COPIES = itertools.count()

@@ -109,6 +109,10 @@ def _configs(root: Path) -> dict[str, Path]:
         "bad_alg_value": "algorithm: {learning_rate: fast}\n",
         "bad_range": "env: {reward: {body_pos_std: -0.1}}\n",
         "yaml_cuda": "runner: {device: cuda}\n",
+        "hidden_int": "base: tracking_ppo\nactor: {hidden_dims: 256}\n",
+        "cycle_a": "base: cycle_b.yaml\n",
+        "cycle_b": "base: cycle_a.yaml\n",
+        "base_task": "base: small_task.yaml\nalgorithm: {learning_rate: 3.0e-4}\n",
         "fewer_frames": SMALL_TASK.replace("episode_length_s: 2.0}", "episode_length_s: 2.0, num_future_frames: 3}"),
     }
     out = {}
@@ -229,7 +233,11 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("convert_fps_zero", ["convert", "{walk}", "--fps", "0", "--output", "{root}/o.npz"], (r"--fps", r"frame rate")),
     # ---------------------------------------------------------------- configs
     ("task_missing", _train("--task", "no_such_task"), (r"no_such_task: --task", r"tracking_ppo")),
-    ("config_unknown_key", _train("--task", "{unknown_key}"), (r"unknown_key\.yaml", r"'num_env'")),
+    (
+        "config_unknown_key",
+        _train("--task", "{unknown_key}"),
+        (r"unknown_key\.yaml: env\.num_env: unknown key; did you mean env\.num_envs\?",),
+    ),
     ("config_bad_type", _train("--task", "{bad_type}"), (r"runner\.max_iterations", r"whole number, found 'many'")),
     ("config_syntax", _train("--task", "{syntax}"), (r"syntax\.yaml", r"line 3")),
     ("config_top_list", _train("--task", "{top_list}"), (r"top_list\.yaml", r"found a list")),
@@ -238,7 +246,33 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("config_bad_choice", _train("--task", "{bad_choice}"), (r"env\.sampling_mode", r"'random'")),
     ("config_bad_alg_value", _train("--task", "{bad_alg_value}"), (r"algorithm\.learning_rate", r"'fast'")),
     ("config_bad_range", _train("--task", "{bad_range}"), (r"env\.reward\.body_pos_std", r"> 0, found -0\.1")),
+    (
+        "config_hidden_dims_int",
+        _train("--task", "{hidden_int}"),
+        (
+            r"hidden_int\.yaml: actor\.hidden_dims: expected a "
+            r"list of whole numbers, found 256$",
+        ),
+    ),
+    ("config_base_cycle", _train("--task", "{cycle_a}"), (r"cycle_b\.yaml: base", r"cycle_a\.yaml -> cycle_b\.yaml")),
+    (
+        "config_set_typo",
+        _train("--set", "algorithm.lerning_rate=3e-4"),
+        (
+            r"--set algorithm\.lerning_rate=3e-4: algorithm\.lerning_rate: unknown key; did you mean "
+            r"algorithm\.learning_rate\?",
+        ),
+    ),
+    ("config_set_no_value", _train("--set", "algorithm.learning_rate"), (r"--set", r"KEY\.PATH=VALUE")),
     # ---------------------------------------------------------------- options
+    (
+        "log_dir_holds_run",
+        _train("--log-dir", "{root}/good_run"),
+        (r"good_run: --log-dir", r"--resume", r"--overwrite"),
+    ),
+    ("log_dir_overwrite_resume", _train("--log-dir", "{root}/good_run", "--resume", "--overwrite"), (r"--overwrite",)),
+    ("mjcf_for_humanoid28", _train("--robot-mjcf", "{g1_xml}"), (r"--robot-mjcf", r"--robot g1")),
+    ("threads_zero", _train("--threads", "0"), (r"--threads", r"found 0")),
     ("num_envs_zero", _train("--num-envs", "0"), (r"--num-envs", r">= 1, found 0")),
     ("num_envs_negative", _train("--num-envs", "-3"), (r"--num-envs", r"found -3")),
     ("num_envs_text", _train("--num-envs", "many"), (r"--num-envs", r"found 'many'")),
@@ -331,6 +365,11 @@ CONTROLS: list[tuple[str, list[str], dict[str, str]]] = [
         {},
     ),
     ("train_folder_of_motions", _train("--motion", "{data}/motions/humanoid28", "--log-dir", "{root}/ok_run"), {}),
+    (
+        "train_with_base_and_set",
+        _train("--task", "{base_task}", "--set", "runner.seed=3", "--log-dir", "{root}/ok_b"),
+        {},
+    ),
     ("eval_good", ["eval", "--checkpoint", "{good}", "--output", "{root}/ok_eval.json", "--num-envs", "1"], {}),
     ("plot_good", ["plot", "{good_eval}", "--output", "{root}/ok_plots"], {}),
     ("train_without_opengl", _train("--log-dir", "{root}/ok_gl"), {"MUJOCO_GL": "osmesa"}),

@@ -44,7 +44,7 @@ def test_a_config_names_its_backend_and_round_trips():
     ("env", "message"),
     [
         ({"backend": "bullet"}, "env.backend: expected one of ['isaaclab', 'mjlab', 'mujoco'], found 'bullet'"),
-        ({"backend": "mjlab", "robot": "g1"}, "unknown config key env.'robot' in MjlabEnvConfig"),
+        ({"backend": "mjlab", "robot": "g1"}, "env.robot: unknown key; valid keys: "),
         ({"backend": "mjlab", "num_envs": 0}, "env.num_envs"),
     ],
 )

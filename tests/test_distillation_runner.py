@@ -60,7 +60,7 @@ def test_the_student_never_reads_privileged_groups(tmp_path, teacher):
     cfg.algorithm["student_obs_group"] = "critic"
     with pytest.raises(ValueError, match="privileged"):
         DistillationRunner(cfg)
-    with pytest.raises(ConfigError, match="unknown key 'hidden_dim'"):
+    with pytest.raises(ConfigError, match=r"^student\.hidden_dim: unknown key; did you mean student\.hidden_dims\?$"):
         load_config({"student": {"hidden_dim": [8]}}, DistillConfig)
 
 

@@ -130,8 +130,8 @@ def robot_config(name: str, mjcf: str | Path | None = None) -> RobotConfig:
     if name == "g1":
         if mjcf is None:
             raise ConfigError(
-                "--robot-mjcf: expected the G1's MJCF for robot g1, found none; pass --robot-mjcf "
-                "$MIMIC_RL_DATA/robots/unitree_g1/g1.xml (env.robot_mjcf in a config)"
+                "--robot-mjcf: expected the G1's MJCF for robot g1, found none; pass Unitree's G1 model "
+                "(--robot-mjcf PATH/TO/g1.xml, or env.robot_mjcf in a config)"
             )
         return g1_config(mjcf)
     raise ConfigError(f"env.robot: expected 'humanoid28' or 'g1', found {name!r} (or pass a RobotConfig in Python)")
