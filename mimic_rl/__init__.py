@@ -29,4 +29,20 @@ def _import_mujoco_without_opengl() -> None:
 
 _import_mujoco_without_opengl()
 
+
+def _sleeping_openmp_threads() -> None:
+    """Let torch's OpenMP threads sleep while they wait (``OMP_WAIT_POLICY=PASSIVE``) unless the user chose a policy.
+
+    By default they spin between parallel regions. On a machine shared with another job, spinning threads take the
+    CPUs the working threads need: beside one other 2-thread job on 2 cores a run kept 0.18 of its speed alone with
+    spinning threads, 0.57 with sleeping ones (``docs/benchmarks.md``).
+    The OpenMP runtime reads the setting when torch is imported, so it applies when ``mimic_rl`` is imported first
+    (the ``mimic-rl`` command; in your own scripts, import ``mimic_rl`` before ``torch`` or set it yourself).
+    """
+    if "torch" not in _sys.modules:
+        _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+_sleeping_openmp_threads()
+
 __version__ = "0.1.0"

@@ -18,6 +18,7 @@ from mimic_rl.envs import registry
 from mimic_rl.models.actor_critic import Actor
 from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.runners.compat import check_policy_fits_env
+from mimic_rl.runners.threads import apply_threads, resolve_threads
 
 __all__ = ["ActorPolicy", "evaluate_policy"]
 
@@ -56,7 +57,9 @@ def evaluate_policy(
     ``reset(dones)``, e.g. an rsl_rl policy in a wrapper). ``source`` (the checkpoint path) and ``trained_config`` (its
     config) describe an ``Actor`` that does not fit the env's observations (``CheckpointError``). Each backend
     evaluates with its registered evaluator (``mimic_rl.envs.registry``); ``robot`` is the embedded env's option.
+    Torch and the env run with the threads of ``cfg.runner.threads`` (``mimic_rl.runners.threads``).
     """
+    apply_threads(resolve_threads(getattr(cfg.runner, "threads", None)))
     policy = ActorPolicy(actor, getattr(cfg, "obs_groups", None)) if isinstance(actor, Actor) else actor
     check_env = None
     if isinstance(actor, Actor):

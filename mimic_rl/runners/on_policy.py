@@ -30,6 +30,7 @@ from mimic_rl.runners.checkpoint import (
 from mimic_rl.runners.compat import carry_fits, check_checkpoint_fits, check_state_fits
 from mimic_rl.runners.episodes import EpisodeStats
 from mimic_rl.runners.logging import RunLogger
+from mimic_rl.runners.threads import apply_threads, resolve_threads
 from mimic_rl.utils import check_device
 
 __all__ = ["OnPolicyRunner", "make_env", "seed_everything"]
@@ -66,6 +67,8 @@ class OnPolicyRunner:
         self.device = device
         if self.multi_gpu is not None:
             init_distributed(self.multi_gpu, self.device)
+        self.threads = apply_threads(resolve_threads(getattr(cfg.runner, "threads", None)))
+        """The CPU threads of this run (torch's pool; the embedded env's MuJoCo pool takes the same number)."""
         seed_everything(cfg.runner.seed + self.rank)
         self._own_env = env is None
         """The env was built from ``cfg.env`` (not passed in)."""
@@ -206,6 +209,9 @@ class OnPolicyRunner:
         scalars["perf/learning_time"] = learn_time
         scalars["perf/total_steps"] = self.total_steps
         scalars["perf/wall_time"] = self.total_time
+        policy = getattr(self.alg, "actor", None) or getattr(self.alg, "student", None)
+        if policy is not None and hasattr(policy, "head"):
+            scalars["policy/mean_std"] = float(policy.head.std().detach().mean())  # rsl_rl's Policy/mean_std
         scalars.update(self.episodes.pop())
         done = self.iteration - start_iteration
         per_iteration = (time.time() - start_time) / max(1, done)

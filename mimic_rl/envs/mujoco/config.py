@@ -44,8 +44,9 @@ class TrackingEnvConfig:
     action_scale_factor: Annotated[float, Range(0, low_exclusive=True)] = 1.0
     """Multiplies the robot's action scale (rad of PD target per unit of action)."""
     reward_scale_by_dt: bool = True
-    num_threads: Annotated[int, Range(1)] = 2
-    """Physics threads (MuJoCo's rollout pool)."""
+    num_threads: Annotated[int | None, Range(1)] = None
+    """Physics threads (MuJoCo's rollout pool); None: torch's intra-op threads when the env is built (the run's
+    ``--threads``, see ``mimic_rl.runners.threads``)."""
     torch_threads: Annotated[int | None, Range(1)] = None
     """Torch threads inside ``step()``; None: 1 up to 128 envs on the CPU (small ops lose to OpenMP fork/join),
     else unchanged. The caller's setting is restored after each step."""

@@ -72,7 +72,8 @@ class MujocoTrackingEnv:
         self.sim_dt = float(model.opt.timestep)
         self.step_dt = self.sim_dt * cfg.decimation
         self.max_episode_length = max(1, round(cfg.episode_length_s / self.step_dt))
-        self.physics = BatchedPhysics(model, self.num_envs, cfg.num_threads, cfg.randomization, cfg.seed)
+        threads = cfg.num_threads if cfg.num_threads is not None else torch.get_num_threads()
+        self.physics = BatchedPhysics(model, self.num_envs, threads, cfg.randomization, cfg.seed)
         self._layout(sensor_adr)
         self._gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
         n, dev = self.num_envs, self.device
