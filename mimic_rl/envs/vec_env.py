@@ -23,8 +23,9 @@ class VecEnv(Protocol):
         cfg: the env's configuration (a dict or a config object).
 
     Observations are a ``TensorDict`` with batch size ``[N]`` whose keys are observation groups (``policy``,
-    ``critic``, ``reference``, ``reference_mask``, ``critic_reference``, ``critic_reference_mask`` and optionally
-    ``amp``, ``rnd_state``, ``teacher``); a ``*_mask`` group is ``[N]`` bool.
+    ``critic``, ``reference``, ``reference_mask``, optionally ``critic_reference`` and ``critic_reference_mask`` (a
+    reference only the critic reads; without them the critic reads ``reference``), ``amp``, ``rnd_state``,
+    ``teacher``); a ``*_mask`` group is ``[N]`` bool.
 
     ``step(actions)`` with ``actions`` ``[N, A]`` returns ``(obs, rewards, dones, extras)``:
 

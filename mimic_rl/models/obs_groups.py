@@ -8,11 +8,13 @@ them from every TensorDict that flows from the env (collection, storage mini-bat
     actor_reference: reference            # [N, K, F] future reference frames (optional)
     actor_reference_mask: reference_mask  # [N] bool (optional: all rows valid)
     critic: [critic]
-    critic_reference: critic_reference
+    critic_reference: critic_reference    # when the env has such a group; else the actor's reference
     critic_reference_mask: critic_reference_mask
 
-Unset inputs take defaults from the groups the env has: this package's embedded env gives the mapping above; an
-rsl_rl-style env with ``actor`` / ``policy`` and ``critic`` groups (mjlab, Isaac Lab) gets no reference stream.
+Unset inputs take defaults from the groups the env has: this package's embedded env (no ``critic_reference``: the
+critic reads the actor's reference, stored once) gives the mapping above with the critic's reference and mask being
+``reference`` and ``reference_mask``; an rsl_rl-style env with ``actor`` / ``policy`` and ``critic`` groups (mjlab,
+Isaac Lab) gets no reference stream.
 """
 
 from __future__ import annotations

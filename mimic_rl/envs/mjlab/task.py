@@ -6,10 +6,10 @@ mjlab's own G1 tracking task. The motion, the observations, the reward, the term
 package's (``command.MimicMotionCommand``): the terms below only hand its per-step result to mjlab's managers.
 
 Observation groups (mjlab's): ``policy``, ``reference`` ``[N, K, 2 J + 9]``, ``critic`` and, in the AMP variant,
-``amp``; ``MjlabVecEnv`` adds ``reference_mask``, ``critic_reference`` and ``critic_reference_mask`` (the package's
-contract). One reward term (the tracking reward, scaled by the step's dt by mjlab's reward manager, as the embedded
-env scales it), one termination term (the tracking terminations) and one time-out (the episode limit or the clip's
-end). mjlab's self-collision penalty, observation noise and encoder bias are left out: the embedded env has none.
+``amp``; ``MjlabVecEnv`` adds ``reference_mask`` (the package's contract; the critic reads the same ``reference``).
+One reward term (the tracking reward, scaled by the step's dt by mjlab's reward manager, as the embedded env scales
+it), one termination term (the tracking terminations) and one time-out (the episode limit or the clip's end).
+mjlab's self-collision penalty, observation noise and encoder bias are left out: the embedded env has none.
 
 ``register_tasks()`` adds the tasks to mjlab's registry; ``mimic_rl.envs.mjlab`` calls it whenever it reaches mjlab.
 """
