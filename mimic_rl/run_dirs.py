@@ -35,7 +35,7 @@ _TOP_LEVEL = re.compile(
     r"^(config\.yaml|model_\d+\.pt|\.model_\d+\.pt\.tmp-\d+|metrics\.jsonl|events\.out\.tfevents\..+|eval(_teacher)?\.json)$"
 )
 """Files a run writes at the top of its folder (checkpoints and their temporary files, config, logs, evaluations)."""
-_SUBFOLDERS = {"plots": re.compile(r"^.+\.png$"), "export": re.compile(r"^policy\.(pt|onnx|json)$")}
+_SUBFOLDERS = {"plots": re.compile(r"^.+\.png$"), "export": re.compile(r"^(policy\.(pt|onnx|json)|README\.md)$")}
 """Files a run writes in its subfolders (the plots of its evaluation, its export)."""
 _LOGGER_FOLDERS = ("wandb",)
 """Subfolders that a logger fills with the run's files only (removed whole)."""

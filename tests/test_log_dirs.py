@@ -34,6 +34,7 @@ RUN_FILES = [
     "export/policy.onnx",
     "export/policy.json",
     "export/policy.pt",
+    "export/README.md",
 ]
 USER_FILES = ["notes.txt", "model_best.pt", "config.yml", "plots/notes.md", "export/README", "data/model_3.pt"]
 
