@@ -93,8 +93,8 @@ _FPS = _number(*FPS_RANGE, what=f"a frame rate between {FPS_RANGE[0]:g} and {FPS
 
 
 THREADS_HELP = (
-    "torch and MuJoCo threads for this process (default: what the machine can give without oversubscription; "
-    "OMP_NUM_THREADS is respected)"
+    "torch and MuJoCo threads for this process (default: OMP_NUM_THREADS when set, else the CPUs this process may "
+    "use; waiting threads sleep, so a shared machine stays usable)"
 )
 
 EPILOGS = {
@@ -129,7 +129,8 @@ output: tracking metrics printed every second of simulated time, or the --video 
     "export": """example:
   mimic-rl export --checkpoint runs/first/model_300.pt --output runs/first/export
 
-outputs in --output: policy.onnx (unless --no-onnx), policy.pt (TorchScript), policy.json (inputs, joints, gains).""",
+outputs in --output, all or nothing: policy.onnx (unless --no-onnx), policy.pt (TorchScript), policy.json (inputs,
+joints, gains) and README.md (the observation layout, action scaling and control rate, for a robot driver).""",
     "convert": """example:
   mimic-rl convert B_HandsUp.csv --robot g1.xml --csv-fps 60 --fps 50 --output hands_up.npz
 
