@@ -92,7 +92,7 @@ class AMP(Extension):
     ) -> None:
         """``cfg`` (or its fields as keywords, e.g. ``AMP(num_features=5, loss_type="bce")``); ``pairs`` extracts
         the features and pairs of stored observations (MMPPO's hooks need it)."""
-        cfg = replace(cfg, **fields) if cfg is not None else AmpConfig(**fields)
+        cfg = self.config_of(cfg, fields)
         if cfg.loss_type not in _LOSSES:
             raise ValueError(f"amp_cfg['loss_type'] must be one of {_LOSSES}, got {cfg.loss_type!r}")
         if cfg.update_interval < 1 or cfg.pretrain_steps < 0 or cfg.replay_buffer_size < 0:

@@ -9,7 +9,7 @@ teacher's label of each collected step, the imitation term in the PPO loss).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
@@ -52,7 +52,7 @@ class DaggerGuidance(Extension):
 
     def __init__(self, cfg: DaggerConfig | None = None, *, device: str | torch.device = "cpu", **fields: Any) -> None:
         """``cfg`` (or its fields as keywords, e.g. ``DaggerGuidance(teacher=path, loss="kl")``)."""
-        cfg = replace(cfg, **fields) if cfg is not None else DaggerConfig(**fields)
+        cfg = self.config_of(cfg, fields)
         if cfg.loss not in ("mse", "kl"):
             raise ValueError(f"dagger_cfg['loss'] must be 'mse' or 'kl', got {cfg.loss!r}")
         if cfg.teacher is None:

@@ -24,6 +24,7 @@ Hooks see the algorithm through ``Host``, a protocol: this module imports no alg
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -139,6 +140,12 @@ class Extension:
         if not isinstance(section, Mapping):
             raise ConfigError(f"{where}: expected a mapping of {cls.__name__} settings, found {section!r}")
         return from_dict(cls.Config, dict(section), where)
+
+    @classmethod
+    def config_of(cls, cfg: Any, fields: Mapping[str, Any]) -> Any:
+        """``cfg`` with ``fields`` replaced, or a ``Config`` of ``fields`` alone: what a constructor that takes its
+        config or its fields as keywords (``AMP(num_features=5)``) works from."""
+        return dataclasses.replace(cfg, **fields) if cfg is not None else cls.Config(**fields)
 
     @classmethod
     def prepare(cls, cfg: Any, obs: TensorDictBase, env: Any, obs_groups: Any) -> Any:

@@ -73,7 +73,7 @@ class RandomNetworkDistillation(Extension):
 
     def __init__(self, cfg: RndConfig | None = None, *, device: str | torch.device = "cpu", **fields: Any) -> None:
         """``cfg`` (or its fields as keywords, e.g. ``RandomNetworkDistillation(num_states=8)``)."""
-        cfg = replace(cfg, **fields) if cfg is not None else RndConfig(**fields)
+        cfg = self.config_of(cfg, fields)
         if cfg.num_states is None:
             raise ValueError("rnd_cfg needs 'num_states' (construct_algorithm takes it from the env)")
         self.cfg = cfg

@@ -13,7 +13,7 @@ extensions (AMP's features: ``mirror("amp")``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -55,7 +55,7 @@ class Symmetry(Extension):
 
     def __init__(self, cfg: SymmetryConfig | None = None, **fields: Any) -> None:
         """``cfg`` (or its fields as keywords, e.g. ``Symmetry(mirror_obs=f, mirror_actions=g)``)."""
-        cfg = replace(cfg, **fields) if cfg is not None else SymmetryConfig(**fields)
+        cfg = self.config_of(cfg, fields)
 
         def resolve(spec: Any, name: str) -> MirrorFn | None:
             return None if spec is None else resolve_callable(spec, f"symmetry_cfg[{name!r}]")
