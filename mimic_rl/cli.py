@@ -105,6 +105,7 @@ outputs (in --log-dir; default: a new runs/<task>-<YYYYmmdd-HHMMSS>, printed at 
   config.yaml          the resolved config (base: and --set applied)
   model_<N>.pt         checkpoints (continue with --resume)
   metrics.jsonl        one line of scalars per iteration; TensorBoard events beside it (--logger)
+  evals.jsonl          each clip's evaluation from its start every runner.eval_interval iterations
   eval.json, plots/    the evaluation of the last checkpoint (unless --no-eval)
 A --log-dir that holds a run already is refused: pass --resume to continue it, --overwrite to replace it.""",
     "distill": """example:
@@ -117,7 +118,8 @@ outputs (in --log-dir; default: a new runs/<task>-<YYYYmmdd-HHMMSS>, printed at 
     "eval": """example:
   mimic-rl eval --checkpoint runs/first/model_300.pt --output runs/first/eval.json
 
-output: the JSON file --output (per-clip success, MPJPE, errors over time); draw it with mimic-rl plot.""",
+output: the JSON file --output (per-clip success, MPJPE, errors over time, when and why episodes terminated);
+draw it with mimic-rl plot.""",
     "plot": """example:
   mimic-rl plot runs/first/eval.json --output runs/first/plots
 

@@ -211,10 +211,11 @@ def _evaluate(
 
 def _print_summary(evaluation: dict[str, Any]) -> None:
     """One line per clip (evaluated from its first frame) and, for several clips, the mean."""
+    from mimic_rl.tasks.tracking.from_start import failure_summary
+
     rows = evaluation["clips"] + ([{"name": "mean", **evaluation["summary"]}] if len(evaluation["clips"]) > 1 else [])
     for clip in rows:
-        failures = clip.get("failure_times_s") or []
-        where = f", terminations at {min(failures):.1f}-{max(failures):.1f} s" if failures else ""
+        where = failure_summary([clip]) if "failure_times_s" in clip else ""
         print(
             f"  {clip['name']}: success {clip['success_rate']:.2f}, global MPJPE {clip['global_mpjpe_mm']:.1f} mm, "
             f"root-relative MPJPE {clip['root_mpjpe_mm']:.1f} mm, joint error {clip['joint_pos_error']:.3f} rad, "

@@ -101,10 +101,41 @@ def test_adaptive_sampler_moves_probability_to_failing_bins():
     assert (clip, b) == (1, 3) and prob > 3 * float(p0[1, 3])  # from 0.1 (uniform over 10 bins)
     assert p[1, 2] > p0[1, 2] and p[1, 1] > p0[1, 1]  # the kernel also favours starting just before
     assert p[0].sum() < p0[0].sum() and sampler.entropy() < 0.7
+    assert sampler.stats() == {
+        "sampler/entropy": sampler.entropy(),
+        "sampler/top_bin_probability": prob,
+        "sampler/top_bin_clip": 1.0,
+        "sampler/top_bin_time_s": 3.0,
+    }
     ids, times = lib.sample(4000, "adaptive", g)
     in_bin = ((ids == 1) & (times >= 3) & (times < 4)).float().mean()
     assert float(in_bin) == pytest.approx(float(p[1, 3]), abs=0.03)
     assert float(p.sum()) == pytest.approx(1.0)
+
+
+def test_known_failure_statistics_give_the_hand_computed_start_distribution_across_and_within_clips():
+    """Clip 0 of 3 s (3 bins of 1 s), clip 1 of 1 s (1 bin), equal clip weights; the EMA says clip 0 fails in bin 2
+    (mass 1) and clip 1 in its only bin (mass 0.5). Kernel [1, 0.8, 0.64] / 2.44 over the bin and the next two (clamped
+    at the clip's last bin), then 0.1 of the base (each clip 0.5, shared over its bins) + 0.9 of the failure part."""
+    lib = MotionLibrary([ramp_clip(T=31), ramp_clip(T=11)], bin_duration=1.0)
+    sampler = lib.adaptive
+    failures = torch.zeros_like(sampler.failures)
+    failures[0, 2], failures[1, 0] = 1.0, 0.5
+    k = [1.0 / 2.44, 0.8 / 2.44, 0.64 / 2.44]
+    smoothed = [[k[2], k[1] + k[2], 1.0], [0.5 * 1.0]]  # bin 0 sees bin 2 at k=2; bin 1 at k=1 and (clamped) k=2
+    total = sum(smoothed[0]) + sum(smoothed[1])
+    base = [[0.5 / 3] * 3, [0.5]]
+    expected = [[0.1 * b + 0.9 * s / total for b, s in zip(bs, ss)] for bs, ss in zip(base, smoothed)]
+    p = sampler.probabilities(failures)
+    assert p[0].tolist() == pytest.approx(expected[0], abs=1e-6) and p[1, 0] == pytest.approx(expected[1][0], abs=1e-6)
+    assert float(p[1, 1:].abs().sum()) == 0.0  # clip 1 has one bin: the rest of its row is never drawn
+    # drawn starts follow it, across clips and within them (times uniform inside a bin)
+    ids, times = sampler.sample_from(torch.rand(200_000, 2, generator=torch.Generator().manual_seed(1)), failures)
+    assert float((ids == 1).float().mean()) == pytest.approx(expected[1][0], abs=0.005)
+    for b in range(3):
+        share = float(((ids == 0) & (times >= b) & (times < b + 1)).float().mean())
+        assert share == pytest.approx(expected[0][b], abs=0.005)
+    assert float(times[ids == 1].max()) <= 1.0
 
 
 def test_inverse_cdf_picks_by_cumulative_weight_and_never_a_zero_weight():

@@ -72,6 +72,7 @@ def test_training_logs_and_evaluation_agree_on_success(termination, expected, ca
     evaluation = evaluate_policy(runner.alg.actor, cfg, num_envs=4)
     assert evaluation["clips"][0]["success_rate"] == expected
     assert len(evaluation["clips"][0]["failure_times_s"]) == (4 if expected == 0.0 else 0)
+    assert evaluation["clips"][0]["failure_causes"] == ({cause: 4} if cause else {})  # the one enabled term, 4 envs
 
 
 def test_from_start_bookkeeping_hand_case():
@@ -83,11 +84,54 @@ def test_from_start_bookkeeping_hand_case():
         metrics = {k: torch.tensor([e0, e1]) for k in EVAL_METRICS}
         metrics["body_error_mm"] = torch.tensor([[e0, 0.0], [e1, 2.0]])
         dones = torch.tensor([step == 2, False])
-        ev.record(metrics, dones, terminated=dones)
+        terms = {"height": dones & True, "tilt": torch.tensor([False, step >= 2])}  # tilt fires for the living env 1
+        ev.record(metrics, dones, terminated=dones, terms=terms)
     entry = ev.result("clip", duration_s=1.5, clip_steps=3, end_is_success=True)
     assert entry["success_rate"] == 0.5 and entry["failure_times_s"] == [1.0]
+    assert entry["failure_causes"] == {"height": 1, "tilt": 0}  # only terms that ended a first episode count
     assert entry["episode_length"] == 2.5 and entry["episode_length_fraction"] == 2.5 / 3
     assert entry["global_mpjpe_mm"] == ((10 + 30) / 2 + (20 + 40 + 60) / 3) / 2  # env 0's step 3 is not counted
     assert entry["per_body_mpjpe_mm"] == {"a": (10 + 20 + 30 + 40 + 60) / 5, "b": 2.0 * 3 / 5}
     assert entry["over_time"]["alive"] == [2, 2, 1] and entry["over_time"]["global_mpjpe_mm"] == [15.0, 35.0, 60.0]
     assert FromStartEvaluation(1, [], 0.5).result("x", 1.0, 2)["success_rate"] == 0.0  # alive but not told: no success
+
+
+def test_periodic_evaluation_logs_each_clip_and_keeps_a_history(tmp_path):
+    """Two clips, evaluated from their start after every iteration: ``eval/<clip>/*`` scalars and one ``evals.jsonl``
+    line per evaluation with each clip's success, termination times and causes (every episode fails at once here)."""
+    import json
+
+    kin = RobotKinematics(humanoid28_config().mjcf)
+    paths = []
+    for name, duration in (("short", 0.4), ("long", 0.6)):
+        clip = synthetic_clip(kin, SyntheticMotionConfig(duration=duration, fps=50.0, amplitude=0.0))
+        paths.append(str(save_motion(clip, tmp_path / f"{name}.npz")))
+    cfg = _cfg(TerminationConfig(anchor_height=1e-9, anchor_tilt=None, ee_height=None))
+    cfg.env.motions, cfg.runner.eval_interval, cfg.runner.eval_envs = paths, 1, 3
+    runner = OnPolicyRunner(cfg, log_dir=tmp_path / "run")
+    logs = runner.learn(2)
+    assert logs["eval/short/success_rate"] == 0.0 and logs["eval/long/success_rate"] == 0.0
+    assert logs["eval/success_rate"] == 0.0 and "eval/short/global_mpjpe_mm" in logs
+    assert 0.0 < logs["sampler/entropy"] <= 1.0 and logs["sampler/top_bin_clip"] in (0.0, 1.0)  # adaptive starts
+    lines = [json.loads(line) for line in (tmp_path / "run" / "evals.jsonl").read_text().splitlines()]
+    assert [line["iteration"] for line in lines] == [1, 2]
+    assert lines[1]["total_steps"] == 2 * 4 * 25  # 2 iterations of 4 envs x 25 steps
+    for line in lines:
+        assert [c["name"] for c in line["clips"]] == ["short", "long"]
+        for clip in line["clips"]:
+            assert clip["failure_causes"] == {"anchor_height": 3} and len(clip["failure_times_s"]) == 3
+            assert "over_time" not in clip  # the series stay in eval.json
+
+
+def test_failure_summary_and_eval_scalars_by_hand():
+    from mimic_rl.tasks.tracking.from_start import eval_scalars, failure_summary
+
+    clip = {"failure_times_s": [6.2, 6.4, 7.0], "failure_causes": {"ee_height": 1, "anchor_position": 3, "tilt": 0}}
+    assert failure_summary([clip]) == ", terminations at 6.2-7.0 s (anchor_position 3, ee_height 1)"
+    assert failure_summary([clip, {"failure_times_s": []}]) == ", terminations in 1 of 2 clips"
+    assert failure_summary([{"failure_times_s": []}]) == ""
+    keys = {"success_rate": 0.5, "global_mpjpe_mm": 1.0, "root_mpjpe_mm": 2.0, "episode_length_fraction": 0.75}
+    one = eval_scalars({"clips": [{"name": "a", **keys}], "summary": keys})
+    assert one == {f"eval/{k}": v for k, v in keys.items()}  # one clip: no per-clip copies
+    two = eval_scalars({"clips": [{"name": "a", **keys}, {"name": "a", **keys}], "summary": keys})
+    assert two["eval/a/success_rate"] == 0.5 and two["eval/a#1/root_mpjpe_mm"] == 2.0 and len(two) == 12

@@ -125,6 +125,17 @@ class AdaptiveSampler:
         h = -(p * torch.log(p.clamp(min=1e-12))).sum()
         return float(h / math.log(max(2, p.numel())))
 
+    def stats(self) -> dict[str, float]:
+        """``sampler/*`` scalars for the logs: the normalized entropy (1.0 = uniform over bins), the probability of the
+        most likely bin, and that bin's clip and start time (s): where training starts its episodes."""
+        clip, b, prob = self.top_bin()
+        return {
+            "sampler/entropy": self.entropy(),
+            "sampler/top_bin_probability": prob,
+            "sampler/top_bin_clip": float(clip),
+            "sampler/top_bin_time_s": b * self.bin_duration,
+        }
+
     def top_bin(self) -> tuple[int, int, float]:
         """(clip id, bin index, probability) of the most likely bin."""
         p = self.probabilities()

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RSL_RL_2_TAGS", "RSL_RL_TAGS", "RunLogger", "format_duration", "with_rsl_rl_tags"]
+__all__ = ["RSL_RL_2_TAGS", "RSL_RL_TAGS", "RunLogger", "append_eval_history", "format_duration", "with_rsl_rl_tags"]
 
 RSL_RL_TAGS: dict[str, str] = {
     # ours -> the tag rsl_rl 5's OnPolicyRunner / DistillationRunner writes (rsl_rl.utils.logger.Logger.log)
@@ -136,3 +136,17 @@ class RunLogger:
             self.writer.close()
         if self.wandb is not None:
             self.wandb.finish()
+
+
+EVAL_HISTORY_DROPS = ("over_time", "per_body_mpjpe_mm")
+"""Per-clip entries that ``evals.jsonl`` leaves out (long series; ``eval.json`` at the end of a run keeps them)."""
+
+
+def append_eval_history(path: Path, iteration: int, total_steps: int, evaluation: dict[str, Any]) -> None:
+    """Append one line to ``path`` (a run's ``evals.jsonl``): the iteration, env steps, and each clip's evaluation
+    from its first frame (success, MPJPE, termination times and causes; no series), so that a run shows per clip how
+    tracking progressed."""
+    clips = [{k: v for k, v in clip.items() if k not in EVAL_HISTORY_DROPS} for clip in evaluation["clips"]]
+    line = {"iteration": iteration, "total_steps": total_steps, "summary": evaluation["summary"], "clips": clips}
+    with open(path, "a") as f:
+        f.write(json.dumps(line) + "\n")

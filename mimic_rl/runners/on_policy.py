@@ -29,8 +29,9 @@ from mimic_rl.runners.checkpoint import (
 )
 from mimic_rl.runners.compat import carry_fits, check_checkpoint_fits, check_state_fits
 from mimic_rl.runners.episodes import EpisodeStats
-from mimic_rl.runners.logging import RunLogger
+from mimic_rl.runners.logging import RunLogger, append_eval_history
 from mimic_rl.runners.threads import apply_threads, resolve_threads
+from mimic_rl.tasks.tracking.from_start import eval_scalars, failure_summary
 from mimic_rl.utils import check_device
 
 __all__ = ["OnPolicyRunner", "make_env", "seed_everything"]
@@ -164,8 +165,9 @@ class OnPolicyRunner:
 
     def evaluate_from_start(self) -> dict[str, float]:
         """Evaluate the current policy from each clip's first frame (``runner.eval_envs`` envs per clip), log the mean
-        success and global / root-relative MPJPE as ``eval/*`` and return them (main rank only; {} for an env passed in
-        without a motion library, such as a toy env: the config's env is not the one trained on)."""
+        success and global / root-relative MPJPE as ``eval/*`` (with several clips, each clip's as
+        ``eval/<clip>/*``), append every clip's entry to ``evals.jsonl`` and return the scalars (main rank only; {} for
+        an env passed in without a motion library, such as a toy env: the config's env is not the one trained on)."""
         if not self.is_main or (not self._own_env and not hasattr(self.env, "library")):
             return {}
         from mimic_rl.runners.evaluation import evaluate_policy
@@ -173,20 +175,21 @@ class OnPolicyRunner:
         policy = self.alg.get_policy()
         hidden = policy.memory.hidden if policy.memory is not None else None
         rng = capture_rng_state()  # evaluating leaves training's random streams as they were (bitwise resume)
-        summary = evaluate_policy(policy, self.cfg, num_envs=self.cfg.runner.eval_envs)["summary"]
+        evaluation = evaluate_policy(policy, self.cfg, num_envs=self.cfg.runner.eval_envs)
         restore_rng_state(rng)
         if policy.memory is not None:
             policy.memory.hidden = hidden  # the collection-time state of a recurrent policy
         self.alg.train_mode()
-        keys = ("success_rate", "global_mpjpe_mm", "root_mpjpe_mm", "episode_length_fraction")
-        scalars = {f"eval/{k}": float(summary[k]) for k in keys}
+        scalars = eval_scalars(evaluation)
         scalars["perf/total_steps"] = self.total_steps
         if self.logger is not None:  # called outside learn(): return the numbers, log nothing
             self.logger.log(self.iteration, scalars)
+            append_eval_history(self.log_dir / "evals.jsonl", self.iteration, self.total_steps, evaluation)
         print(
             f"eval from the clips' start at iteration {self.iteration} ({self.total_steps / 1e6:.2f} M env steps): "
             f"success {scalars['eval/success_rate']:.2f}, global MPJPE {scalars['eval/global_mpjpe_mm']:.1f} mm, "
-            f"root-relative MPJPE {scalars['eval/root_mpjpe_mm']:.1f} mm",
+            f"root-relative MPJPE {scalars['eval/root_mpjpe_mm']:.1f} mm, "
+            f"{100 * scalars['eval/episode_length_fraction']:.0f}% of the clip{failure_summary(evaluation['clips'])}",
             flush=True,
         )
         return scalars
@@ -213,6 +216,8 @@ class OnPolicyRunner:
         if policy is not None and hasattr(policy, "head"):
             scalars["policy/mean_std"] = float(policy.head.std().detach().mean())  # rsl_rl's Policy/mean_std
         scalars.update(self.episodes.pop())
+        if hasattr(self.env, "sampling_stats"):  # where episodes start (the embedded env's adaptive sampler)
+            scalars.update(self.env.sampling_stats())
         done = self.iteration - start_iteration
         per_iteration = (time.time() - start_time) / max(1, done)
         remaining = total - done

@@ -89,7 +89,8 @@ def _evaluate_motion(env: MjlabVecEnv, policy: Any, ee_bodies: tuple[str, ...], 
         obs, _, dones, extras = env.step(policy(obs))
         policy.reset(dones)
         time_outs = extras.get("time_outs")
-        evaluation.record(metrics, dones, dones if time_outs is None else dones & ~time_outs.to(torch.bool))
+        terminated = dones if time_outs is None else dones & ~time_outs.to(torch.bool)
+        evaluation.record(metrics, dones, terminated, extras.get("termination_terms"))
         if not evaluation.any_alive:
             break
     return evaluation.result(name, clip_steps * env.step_dt, clip_steps, end_is_success=True)

@@ -411,6 +411,11 @@ class MujocoTrackingEnv:
             k, device=self.device, generator=self._gen
         )
 
+    def sampling_stats(self) -> dict[str, float]:
+        """The adaptive sampler's ``sampler/*`` scalars (``AdaptiveSampler.stats``; {} in other sampling modes), read
+        once per iteration by the runner."""
+        return self.library.adaptive.stats() if self.cfg.sampling_mode == "adaptive" else {}
+
     def state_dict(self) -> dict[str, Any]:
         """Everything that determines the env's future: physics states, episode bookkeeping and random streams (plain
         tensors and numbers, so that a checkpoint loads with ``weights_only=True``)."""

@@ -2,8 +2,9 @@
 
 Every backend's evaluation feeds it the per-env metrics of each step; it keeps the averages over the steps each env
 was alive, success (an episode that ended without a termination, or reached the end of the clip), the errors over the
-clip's time with the number of envs still alive, and the times at which episodes terminated. ``record`` stays on the
-device (no host sync); ``result`` reads everything back once.
+clip's time with the number of envs still alive, the times at which episodes terminated and which termination terms
+ended them (a diagnosis of where and why a policy fails). ``record`` stays on the device (no host sync); ``result``
+reads everything back once.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["EVAL_METRICS", "FromStartEvaluation", "play_from_start", "summarize"]
+__all__ = ["EVAL_METRICS", "FromStartEvaluation", "eval_scalars", "failure_summary", "play_from_start", "summarize"]
 
 EVAL_METRICS = ("global_mpjpe_mm", "root_mpjpe_mm", "joint_pos_error", "joint_vel_rms_error", "ee_error_mm")
 """Per-env metrics averaged over each env's alive steps (``body_error_mm`` ``[N, B]`` is needed too)."""
@@ -35,15 +36,24 @@ class FromStartEvaluation:
         self.body_count = torch.zeros((), dtype=torch.float64, device=device)
         self._series: list[torch.Tensor] = []
         """Per step: (envs alive, their mean global MPJPE, their mean root-relative MPJPE, terminations)."""
+        self.causes: dict[str, torch.Tensor] = {}
+        """Per termination term: how many first episodes it ended (several terms may end the same episode)."""
 
     @property
     def any_alive(self) -> bool:
         """Whether some env is still in its first episode."""
         return bool(self.alive.any())
 
-    def record(self, metrics: Mapping[str, torch.Tensor], dones: torch.Tensor, terminated: torch.Tensor) -> None:
+    def record(
+        self,
+        metrics: Mapping[str, torch.Tensor],
+        dones: torch.Tensor,
+        terminated: torch.Tensor,
+        terms: Mapping[str, torch.Tensor] | None = None,
+    ) -> None:
         """One step: ``metrics`` (``{name: [N]}`` and ``body_error_mm`` ``[N, B]``), ``dones`` and ``terminated``
-        (``[N]`` bool: the episode ended at this step, by a termination)."""
+        (``[N]`` bool: the episode ended at this step, by a termination), and optionally the termination ``terms``
+        (``{name: bool [N]}``, which terms fired)."""
         self.steps_done += 1
         alive = self.alive
         count = alive.sum().double()
@@ -55,6 +65,9 @@ class FromStartEvaluation:
         self.length += alive.float()
         ended = alive & dones
         self.success |= ended & ~terminated
+        for term, fired in (terms or {}).items():
+            hits = (ended & terminated & fired.bool()).sum()
+            self.causes[term] = self.causes[term] + hits if term in self.causes else hits
         self._series.append(torch.stack((count, *means, (ended & terminated).sum().double())))
         self.alive = alive & ~dones
 
@@ -71,6 +84,7 @@ class FromStartEvaluation:
         series = torch.stack(self._series).tolist() if self._series else []
         times = [(i + 1) * self.step_dt for i in range(len(series))]
         entry["failure_times_s"] = [t for t, row in zip(times, series) for _ in range(round(row[3]))]
+        entry["failure_causes"] = {term: int(count) for term, count in self.causes.items()}
         per_body = self.body_sum / self.body_count.clamp(min=1)
         entry["per_body_mpjpe_mm"] = {b: float(v) for b, v in zip(self.body_names, per_body)}
         entry["over_time"] = {
@@ -94,7 +108,7 @@ def play_from_start(env: Any, policy: Any, body_names: Sequence[str], name: str,
         obs, _, dones, extras = env.step(policy(obs))
         policy.reset(dones)
         tracking = extras["tracking"]
-        evaluation.record(tracking, dones, tracking["terminated"])
+        evaluation.record(tracking, dones, tracking["terminated"], extras.get("termination_terms"))
         if not evaluation.any_alive:
             break
     return evaluation.result(name, duration_s, clip_steps)
@@ -104,3 +118,33 @@ def summarize(results: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """The mean over clips of each clip entry's metrics, success rate and episode length fraction."""
     keys = (*EVAL_METRICS, "success_rate", "episode_length_fraction")
     return {k: sum(r[k] for r in results) / len(results) for k in keys}
+
+
+def eval_scalars(evaluation: Mapping[str, Any]) -> dict[str, float]:
+    """``eval/*`` scalars of an evaluation (``{"clips": [...], "summary": {...}}``): the mean success, global and
+    root-relative MPJPE and episode length fraction over clips and, with several clips, each clip's under
+    ``eval/<clip name>/`` (a repeated name gets ``#<index>``)."""
+    keys = ("success_rate", "global_mpjpe_mm", "root_mpjpe_mm", "episode_length_fraction")
+    scalars = {f"eval/{k}": float(evaluation["summary"][k]) for k in keys}
+    clips = evaluation["clips"]
+    if len(clips) > 1:
+        seen: set[str] = set()
+        for i, clip in enumerate(clips):
+            name = clip["name"] if clip["name"] not in seen else f"{clip['name']}#{i}"
+            seen.add(name)
+            scalars.update({f"eval/{name}/{k}": float(clip[k]) for k in keys})
+    return scalars
+
+
+def failure_summary(clips: Sequence[Mapping[str, Any]]) -> str:
+    """Where and why episodes ended early, for a log line: with one clip the span of termination times and the
+    terms that fired (most first), with several the number of clips that saw a termination; "" without any."""
+    failed = [c for c in clips if c.get("failure_times_s")]
+    if not failed:
+        return ""
+    if len(clips) > 1:
+        return f", terminations in {len(failed)} of {len(clips)} clips"
+    times = failed[0]["failure_times_s"]
+    causes = sorted(((n, k) for k, n in (failed[0].get("failure_causes") or {}).items() if n), reverse=True)
+    why = " (" + ", ".join(f"{k} {n}" for n, k in causes) + ")" if causes else ""
+    return f", terminations at {min(times):.1f}-{max(times):.1f} s{why}"
