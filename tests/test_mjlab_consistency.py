@@ -92,9 +92,9 @@ def test_one_mdp_two_backends(data_dir):
     length = torch.tensor([3, 500, 499, 500])  # envs 1 and 3 at the episode limit (500 steps of 0.02 s)
     draws = embedded._init.draws(n, torch.Generator().manual_seed(0))
     ours = command.evaluate(clip_ids, times, actions, last_actions, length)
-    failures = embedded.library.adaptive.failures
+    stats = embedded.library.adaptive.stats
     theirs = embedded._evaluate(
-        sensor, clip_ids, times, times, length, actions, last_actions, torch.zeros(n), failures, draws
+        sensor, clip_ids, times, times, length, actions, last_actions, torch.zeros(n), stats, draws
     )  # fmt: skip
     diffs: dict[str, float] = {}
 

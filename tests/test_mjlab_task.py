@@ -189,7 +189,7 @@ def test_train_resume_eval_export_through_the_cli(tmp_path, data_dir):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "resumed from" in result.stdout and (run / "model_3.pt").exists()
     state = torch.load(run / "model_3.pt", weights_only=True)
-    assert state["env_state"]["adaptive_failures"].shape == (2, 11)  # the sampler's statistics: 2 clips, 1 s bins
+    assert state["env_state"]["adaptive_sampler"].shape == (2, 2, 11)  # failure and exposure EMAs, 2 clips, 1 s bins
     result = cli("export", "--checkpoint", str(run / "model_3.pt"), "--output", str(tmp_path / "export"))
     assert result.returncode == 0, result.stderr[-2000:]
     meta = json.loads((tmp_path / "export" / "policy.json").read_text())

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mimic_rl.motion import MotionClip, MotionFormatError, MotionLibrary
-from mimic_rl.motion.adaptive import inverse_cdf
+from mimic_rl.motion.adaptive import AdaptiveSamplingConfig, inverse_cdf
 
 
 def ramp_clip(T=11, fps=10.0, J=2, B=2, offset=0.0, loop_mode="clamp") -> MotionClip:
@@ -87,7 +87,7 @@ def test_sampling_modes_and_weights():
 
 
 def test_adaptive_sampler_moves_probability_to_failing_bins():
-    lib = MotionLibrary([ramp_clip(T=51), ramp_clip(T=51)], bin_duration=1.0, adaptive_alpha=0.1)
+    lib = MotionLibrary([ramp_clip(T=51), ramp_clip(T=51)], adaptive=AdaptiveSamplingConfig(ema_alpha=0.1))
     sampler = lib.adaptive
     p0 = sampler.probabilities().clone()
     assert sampler.entropy() == pytest.approx(1.0) and torch.allclose(p0[sampler.valid], p0[sampler.valid][0])
@@ -95,13 +95,13 @@ def test_adaptive_sampler_moves_probability_to_failing_bins():
     for _ in range(50):
         ids, times = lib.sample(256, "adaptive", g)
         failed = (ids == 1) & (times >= 3.0) & (times < 4.0)  # clip 1 keeps failing in bin 3
-        lib.record_episode_ends(ids, times, failed)
+        lib.record_episode_ends(ids, times, failed, torch.full_like(times, 0.5))  # episodes of 0.5 s
     p = sampler.probabilities()
     clip, b, prob = sampler.top_bin()
     assert (clip, b) == (1, 3) and prob > 3 * float(p0[1, 3])  # from 0.1 (uniform over 10 bins)
     assert p[1, 2] > p0[1, 2] and p[1, 1] > p0[1, 1]  # the kernel also favours starting just before
     assert p[0].sum() < p0[0].sum() and sampler.entropy() < 0.7
-    assert sampler.stats() == {
+    assert sampler.stats_scalars() == {
         "sampler/entropy": sampler.entropy(),
         "sampler/top_bin_probability": prob,
         "sampler/top_bin_clip": 1.0,
@@ -113,29 +113,52 @@ def test_adaptive_sampler_moves_probability_to_failing_bins():
     assert float(p.sum()) == pytest.approx(1.0)
 
 
-def test_known_failure_statistics_give_the_hand_computed_start_distribution_across_and_within_clips():
-    """Clip 0 of 3 s (3 bins of 1 s), clip 1 of 1 s (1 bin), equal clip weights; the EMA says clip 0 fails in bin 2
-    (mass 1) and clip 1 in its only bin (mass 0.5). Kernel [1, 0.8, 0.64] / 2.44 over the bin and the next two (clamped
-    at the clip's last bin), then 0.1 of the base (each clip 0.5, shared over its bins) + 0.9 of the failure part."""
-    lib = MotionLibrary([ramp_clip(T=31), ramp_clip(T=11)], bin_duration=1.0)
+@pytest.mark.parametrize("weighting", ["rate", "count"])
+def test_known_failure_statistics_give_the_hand_computed_start_distribution_across_and_within_clips(weighting):
+    """Clip 0 of 3 s (3 bins of 1 s), clip 1 of 1 s (1 bin), equal clip weights. The EMAs: clip 0 saw one failure
+    in each bin, with 4, 2 and 1 s of exposure (the traffic of a clip's start is low: here it is high, so that the
+    two weightings differ), clip 1 saw 0.5 failures in 0.25 s. Bin weights: rates [0.25, 0.5, 1] and [2], or counts
+    [1, 1, 1] and [0.5]. Kernel [1, 0.8, 0.64] / 2.44 over the bin and the next two (clamped at the clip's last bin),
+    then 0.1 of the base (each clip 0.5, shared over its bins) + 0.9 of the failure part."""
+    lib = MotionLibrary([ramp_clip(T=31), ramp_clip(T=11)], adaptive=AdaptiveSamplingConfig(weighting=weighting))
     sampler = lib.adaptive
-    failures = torch.zeros_like(sampler.failures)
-    failures[0, 2], failures[1, 0] = 1.0, 0.5
+    stats = torch.zeros_like(sampler.stats)
+    stats[0, 0, :3], stats[1, 0, :3] = 1.0, torch.tensor([4.0, 2.0, 1.0])
+    stats[0, 1, 0], stats[1, 1, 0] = 0.5, 0.25
+    w0, w1 = ([0.25, 0.5, 1.0], 2.0) if weighting == "rate" else ([1.0, 1.0, 1.0], 0.5)
     k = [1.0 / 2.44, 0.8 / 2.44, 0.64 / 2.44]
-    smoothed = [[k[2], k[1] + k[2], 1.0], [0.5 * 1.0]]  # bin 0 sees bin 2 at k=2; bin 1 at k=1 and (clamped) k=2
+    smoothed = [  # bin b: k0 w[b] + k1 w[min(b + 1, 2)] + k2 w[min(b + 2, 2)]
+        [k[0] * w0[0] + k[1] * w0[1] + k[2] * w0[2], k[0] * w0[1] + (k[1] + k[2]) * w0[2], w0[2]],
+        [w1],
+    ]
     total = sum(smoothed[0]) + sum(smoothed[1])
     base = [[0.5 / 3] * 3, [0.5]]
     expected = [[0.1 * b + 0.9 * s / total for b, s in zip(bs, ss)] for bs, ss in zip(base, smoothed)]
-    p = sampler.probabilities(failures)
+    p = sampler.probabilities(stats)
     assert p[0].tolist() == pytest.approx(expected[0], abs=1e-6) and p[1, 0] == pytest.approx(expected[1][0], abs=1e-6)
     assert float(p[1, 1:].abs().sum()) == 0.0  # clip 1 has one bin: the rest of its row is never drawn
     # drawn starts follow it, across clips and within them (times uniform inside a bin)
-    ids, times = sampler.sample_from(torch.rand(200_000, 2, generator=torch.Generator().manual_seed(1)), failures)
+    ids, times = sampler.sample_from(torch.rand(200_000, 2, generator=torch.Generator().manual_seed(1)), stats)
     assert float((ids == 1).float().mean()) == pytest.approx(expected[1][0], abs=0.005)
     for b in range(3):
         share = float(((ids == 0) & (times >= b) & (times < b + 1)).float().mean())
         assert share == pytest.approx(expected[0][b], abs=0.005)
     assert float(times[ids == 1].max()) <= 1.0
+
+
+def test_exposure_is_the_time_each_ended_episode_spent_in_each_bin():
+    """Three episodes of a 3 s clip (1 s bins) end: at 2.5 s after 2 s (covers [0.5, 2.5]: 0.5, 1, 0.5 s), at 0.8 s
+    after 3 s (clipped at the clip's start: [0, 0.8]), and one that did not end (ignored); the first failed."""
+    sampler = MotionLibrary([ramp_clip(T=31)], adaptive=AdaptiveSamplingConfig(ema_alpha=1.0)).adaptive
+    ids, times = torch.tensor([0, 0, 0]), torch.tensor([2.5, 0.8, 1.5])
+    failed, ended, spans = (
+        torch.tensor([True, False, False]),
+        torch.tensor([True, True, False]),
+        torch.tensor([2, 3, 1.0]),
+    )
+    stats = sampler.after_episode_ends(torch.zeros_like(sampler.stats), ids, times, failed, ended, spans)
+    assert stats[0, 0].tolist() == [0.0, 0.0, 1.0]  # the failure, at 2.5 s
+    assert stats[1, 0].tolist() == pytest.approx([0.5 + 0.8, 1.0, 0.5])
 
 
 def test_inverse_cdf_picks_by_cumulative_weight_and_never_a_zero_weight():
@@ -148,22 +171,23 @@ def test_inverse_cdf_picks_by_cumulative_weight_and_never_a_zero_weight():
     torch.testing.assert_close(freq, weights, atol=5e-3, rtol=0)
 
 
-def test_after_failures_equals_record_then_update():
-    lib = MotionLibrary([ramp_clip(T=51), ramp_clip(T=31)], bin_duration=1.0, adaptive_alpha=0.1)
+def test_after_episode_ends_equals_record_then_update():
+    lib = MotionLibrary([ramp_clip(T=51), ramp_clip(T=31)], adaptive=AdaptiveSamplingConfig(ema_alpha=0.1))
     sampler = lib.adaptive
     g = torch.Generator().manual_seed(3)
-    failures = sampler.failures.clone()
+    stats = sampler.stats.clone()
     for _ in range(5):
         ids, times = lib.sample(64, "uniform", g)
         failed = torch.rand(64, generator=g) < 0.3
-        failures = sampler.after_failures(failures, ids, times, failed)
-        lib.record_episode_ends(ids, times, failed)
-        torch.testing.assert_close(failures, sampler.failures, atol=1e-7, rtol=0)
-    assert float(failures.sum()) > 0
-    # sampling from a given EMA is sampling from the sampler that holds it
+        spans = 3.0 * torch.rand(64, generator=g)
+        stats = sampler.after_episode_ends(stats, ids, times, failed, torch.ones_like(failed), spans)
+        lib.record_episode_ends(ids, times, failed, spans)
+        torch.testing.assert_close(stats, sampler.stats, atol=1e-6, rtol=0)
+    assert float(stats[0].sum()) > 0 and float(stats[1].sum()) > 0
+    # sampling from given EMAs is sampling from the sampler that holds them
     u = torch.rand(1000, 2, generator=g)
-    fresh = MotionLibrary([ramp_clip(T=51), ramp_clip(T=31)], bin_duration=1.0)
-    for a, b in zip(fresh.sample_from(u, "adaptive", failures), lib.sample_from(u, "adaptive")):
+    fresh = MotionLibrary([ramp_clip(T=51), ramp_clip(T=31)])
+    for a, b in zip(fresh.sample_from(u, "adaptive", stats), lib.sample_from(u, "adaptive")):
         assert torch.equal(a, b)
 
 
@@ -175,3 +199,39 @@ def test_library_rejects_mismatched_clips_and_bad_weights():
         MotionLibrary([ramp_clip()], weights=[-1.0])
     with pytest.raises(ValueError, match="at least one clip"):
         MotionLibrary([])
+
+
+def _starts_after_training_on(hazard: torch.Tensor, weighting: str, rounds: int = 150) -> torch.Tensor:
+    """The start distribution over the 1-s bins of one clip after ``rounds`` batches of 256 simulated episodes: each
+    starts where the sampler says, then fails with ``hazard[bin]`` per second (steps of 0.1 s) until it fails, 12 s
+    pass, or the clip ends; every batch is recorded as the env records episode ends."""
+    lib = MotionLibrary(
+        [ramp_clip(T=10 * len(hazard) + 1)], adaptive=AdaptiveSamplingConfig(weighting=weighting, ema_alpha=0.01)
+    )
+    g, n, dt = torch.Generator().manual_seed(0), 256, 0.1
+    duration = float(lib.clip_duration[0])
+    for _ in range(rounds):
+        ids, start = lib.sample(n, "adaptive", g)
+        t, alive, failed = start.clone(), torch.ones(n, dtype=torch.bool), torch.zeros(n, dtype=torch.bool)
+        for _ in range(120):
+            die = alive & (torch.rand(n, generator=g) < hazard[(t / 1.0).long().clamp(max=len(hazard) - 1)] * dt)
+            failed, alive = failed | die, alive & ~die
+            t = torch.where(alive, (t + dt).clamp(max=duration), t)
+            alive &= t < duration
+        lib.record_episode_ends(ids, t, failed, t - start)
+    return lib.adaptive.probabilities()[0]
+
+
+def test_failure_rates_send_starts_to_a_hard_clip_start_that_failure_counts_starve():
+    """A 15 s clip that every episode fails (1 per second), its first 2 s harder (1.5 per second): the long clip early
+    in training. Episodes that reach a late bin come from every earlier start, those that reach the first bins only
+    from starts there, so failure *counts* grow along the clip whatever the difficulty, and count weighting gives the
+    hardest bins the fewest starts (below uniform: 1/15 = 0.067); failure *rates* give them the most. Measured (seed
+    0): rate 0.090 / 0.077 for the first two bins against 0.063-0.065 elsewhere; count 0.037 / 0.047 against up to
+    0.075 (seeds 1-3 within 0.006 of these; one seed is deterministic).
+    """
+    hazard = torch.tensor([1.5, 1.5] + [1.0] * 13)
+    rate, count = _starts_after_training_on(hazard, "rate"), _starts_after_training_on(hazard, "count")
+    uniform = 1.0 / 15
+    assert float(rate[:2].min()) > 1.15 * float(rate[2:].max())  # the hard start draws the most starts
+    assert float(count[:2].max()) < 0.8 * uniform < float(count[2:].max())  # the defect rate weighting fixes

@@ -296,24 +296,39 @@ def test_envs_that_do_not_reset_keep_their_pre_reset_observations(data_dir):
 
 
 def test_the_step_feeds_the_adaptive_sampler_like_record_episode_ends(data_dir):
-    """The env updates the failure EMA inside its step; a replay through the library's own record/update of the same
-    episode ends must give the same EMA, and counted episodes must match the dones."""
+    """The env updates the sampler's EMAs (failures, exposure) inside its step; a replay through the library's own
+    record/update of the same episode ends must give the same EMAs, and counted episodes must match the dones."""
     env = _env(data_dir, seed=2)
     replay = MotionLibrary(env.library.clips, device=env.device)
     g = torch.Generator().manual_seed(0)
     ended = 0
     for _ in range(40):
         clip_ids, motion_time = env.clip_ids.clone(), env.motion_time.clone()
+        spans = (env.episode_length_buf + 1) * env.step_dt  # the steps of each episode, this one included
         _, _, dones, extras = env.step(0.8 * torch.randn(8, env.num_actions, generator=g))
         obs_time = (motion_time + env.step_dt) - env.sim_dt
         if bool(dones.any()):
             terminated = extras["tracking"]["terminated"]
-            replay.record_episode_ends(clip_ids[dones], obs_time[dones], terminated[dones])
+            replay.record_episode_ends(clip_ids[dones], obs_time[dones], terminated[dones], spans[dones])
             ended += int(dones.sum())
             assert bool((env.episode_length_buf[dones] == 0).all())
-    assert ended > 0 and float(replay.adaptive.failures.sum()) > 0
-    torch.testing.assert_close(env.library.adaptive.failures, replay.adaptive.failures, atol=1e-7, rtol=0)
+    assert ended > 0 and float(replay.adaptive.failures.sum()) > 0 and float(replay.adaptive.exposure.sum()) > 0
+    torch.testing.assert_close(env.library.adaptive.stats, replay.adaptive.stats, atol=1e-7, rtol=0)
     assert env.metrics.summary()["episodes"] == ended
+
+
+def test_an_env_state_from_before_exposure_was_counted_restarts_the_sampler_with_a_warning(data_dir):
+    """Checkpoints written before failure rates kept failure counts alone (``adaptive_failures``, ``[C, B]``):
+    resuming one starts the sampler's EMAs afresh and says so, instead of failing on the shape."""
+    env = _env(data_dir, seed=2)
+    env.step(torch.zeros(8, env.num_actions))
+    state = env.state_dict()
+    old = state.pop("adaptive_sampler")
+    state["adaptive_failures"] = old[0] + 1.0
+    env.library.adaptive.stats.fill_(3.0)
+    with pytest.warns(UserWarning, match="failure counts only"):
+        env.load_state_dict(state)
+    assert float(env.library.adaptive.stats.abs().sum()) == 0.0
 
 
 def test_compiled_mdp_step_matches_eager(data_dir):

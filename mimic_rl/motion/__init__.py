@@ -1,6 +1,6 @@
 """Motions: the clip type, file formats, forward kinematics, the motion library and synthetic clips."""
 
-from mimic_rl.motion.adaptive import AdaptiveSampler
+from mimic_rl.motion.adaptive import AdaptiveSampler, AdaptiveSamplingConfig
 from mimic_rl.motion.clip import LOOP_MODES, MotionClip, MotionFormatError
 from mimic_rl.motion.formats import (
     clip_from_root_and_joints,
@@ -19,6 +19,7 @@ __all__ = [
     "LOOP_MODES",
     "SAMPLING_MODES",
     "AdaptiveSampler",
+    "AdaptiveSamplingConfig",
     "BodyState",
     "JointPattern",
     "MotionClip",

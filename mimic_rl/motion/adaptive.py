@@ -1,18 +1,44 @@
-"""Failure-based adaptive sampling of motion start times (BeyondMimic's scheme, over several clips).
+"""Failure-based adaptive sampling of motion start times (BeyondMimic's scheme, over several clips, by failure rate).
 
-Each clip is cut into time bins. Episode failures are recorded at the motion time where they happened; an EMA of
-failure counts per bin, smoothed by a kernel that also weighs the bins just *before* a failure (so that episodes
-start a little ahead of the hard part), is mixed with a uniform distribution over all bins. Everything is on the
-library's device and vectorized; the only host syncs are in ``entropy()`` / ``top_bin()``, which are for logging.
+Each clip is cut into time bins. Two EMAs per bin follow training: the episodes that failed there, and the time
+(seconds of motion) that episodes spent there, their *exposure*, counted when each episode ends over the span it
+covered. With ``weighting="rate"`` (the default) a bin's weight is its failure rate, failures per second spent in it;
+with ``"count"`` (BeyondMimic's) the failure count alone. Counts follow the traffic as much as the difficulty: a
+clip's first seconds are only reached by episodes that start there, so their failures stay few even when every
+episode from the clip's start fails (docs/ablations.md, long clips), and the later bins of a long clip, which every
+surviving episode passes, draw the starts. The weights are smoothed by a kernel that also weighs the bins just *before*
+a failure (so that episodes start a little ahead of the hard part) and mixed with a uniform distribution over all
+bins. Everything is on the library's device and vectorized; the only host syncs are in ``entropy()`` /
+``top_bin()`` / ``stats()``, which are for logging.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import torch
 
-__all__ = ["AdaptiveSampler", "inverse_cdf"]
+from mimic_rl.utils import Range
+
+__all__ = ["AdaptiveSampler", "AdaptiveSamplingConfig", "inverse_cdf"]
+
+
+@dataclass(frozen=True)
+class AdaptiveSamplingConfig:
+    """Settings of the adaptive start-time sampler (``sampling_mode: adaptive``)."""
+
+    bin_duration: Annotated[float, Range(0, low_exclusive=True)] = 1.0
+    """Seconds of motion per bin."""
+    ema_alpha: Annotated[float, Range(0, 1, low_exclusive=True)] = 0.001
+    """Weight of each update (one per env step in which episodes end) in the EMAs."""
+    uniform_ratio: Annotated[float, Range(0, 1)] = 0.1
+    """Share of starts drawn uniformly over all bins (each clip's bins share its weight)."""
+    kernel_size: Annotated[int, Range(1)] = 3
+    kernel_decay: Annotated[float, Range(0, low_exclusive=True)] = 0.8
+    weighting: Literal["rate", "count"] = "rate"
+    """``rate``: failures per second of exposure in a bin; ``count``: failures alone (BeyondMimic's)."""
 
 
 def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -28,44 +54,54 @@ def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
 
 class AdaptiveSampler:
-    """Probability over (clip, time bin) that follows where episodes fail."""
+    """Probability over (clip, time bin) that follows where episodes fail (see the module docstring).
+
+    Its state ``stats`` ``[2, C, Bmax]`` holds the failure EMA (row 0) and the exposure EMA in seconds (row 1); the
+    pure functions (``after_episode_ends``, ``probabilities(stats)``, ``sample_from(u, stats)``) take a state as an
+    argument, so that a compiled env step can carry it.
+    """
 
     def __init__(
-        self,
-        durations: torch.Tensor,
-        clip_weights: torch.Tensor,
-        bin_duration: float = 1.0,
-        ema_alpha: float = 0.001,
-        uniform_ratio: float = 0.1,
-        kernel_size: int = 3,
-        kernel_decay: float = 0.8,
+        self, durations: torch.Tensor, clip_weights: torch.Tensor, cfg: AdaptiveSamplingConfig | None = None
     ) -> None:
-        if bin_duration <= 0 or not 0 < ema_alpha <= 1 or not 0 <= uniform_ratio <= 1 or kernel_size < 1:
-            raise ValueError(
-                "adaptive sampling needs bin_duration > 0, 0 < ema_alpha <= 1, 0 <= uniform_ratio <= 1 and "
-                "kernel_size >= 1"
-            )
+        cfg = cfg or AdaptiveSamplingConfig()
+        if cfg.bin_duration <= 0 or not 0 < cfg.ema_alpha <= 1 or not 0 <= cfg.uniform_ratio <= 1:
+            raise ValueError("adaptive sampling needs bin_duration > 0, 0 < ema_alpha <= 1 and 0 <= uniform_ratio <= 1")
+        if cfg.kernel_size < 1 or cfg.weighting not in ("rate", "count"):
+            raise ValueError(f"adaptive sampling needs kernel_size >= 1 and weighting rate or count, got {cfg}")
         device = durations.device
+        self.cfg = cfg
         self.durations = durations.to(torch.float32)
-        self.bin_duration = float(bin_duration)
-        self.ema_alpha = float(ema_alpha)
-        self.uniform_ratio = float(uniform_ratio)
-        self.num_bins = torch.clamp(torch.ceil(self.durations / bin_duration), min=1).long()  # [C]
+        self.bin_duration = float(cfg.bin_duration)
+        self.ema_alpha = float(cfg.ema_alpha)
+        self.uniform_ratio = float(cfg.uniform_ratio)
+        self.num_bins = torch.clamp(torch.ceil(self.durations / self.bin_duration), min=1).long()  # [C]
         self.max_bins = int(self.num_bins.max())
         bins = torch.arange(self.max_bins, device=device)
         self.valid = bins.unsqueeze(0) < self.num_bins.unsqueeze(1)  # [C, Bmax]
+        self._edges = bins.to(torch.float32) * self.bin_duration  # [Bmax] bin starts
         weights = clip_weights.to(torch.float32) / clip_weights.sum()
         base = self.valid.float() * (weights / self.num_bins.float()).unsqueeze(1)
         self.base = base / base.sum()
         self.clip_weights = weights
-        self.failures = torch.zeros_like(self.base)  # EMA of failure counts per bin
-        self._pending = torch.zeros_like(self.base)
-        k = torch.arange(kernel_size, device=device, dtype=torch.float32)
-        kernel = kernel_decay**k
+        self.stats = torch.zeros(2, *self.base.shape, device=device)  # EMAs of failures and exposure (s) per bin
+        self._pending = torch.zeros_like(self.stats)
+        k = torch.arange(cfg.kernel_size, device=device, dtype=torch.float32)
+        kernel = cfg.kernel_decay**k
         self.kernel = kernel / kernel.sum()
-        # bin b takes kernel_k * failures at bin min(b + k, last bin of its clip)
+        # bin b takes kernel_k * weight of bin min(b + k, last bin of its clip)
         last = (self.num_bins - 1).unsqueeze(1)
         self._kernel_index = torch.minimum(bins.view(1, -1, 1) + k.long().view(1, 1, -1), last.unsqueeze(-1))
+
+    @property
+    def failures(self) -> torch.Tensor:
+        """The failure EMA ``[C, Bmax]`` (a view of ``stats``)."""
+        return self.stats[0]
+
+    @property
+    def exposure(self) -> torch.Tensor:
+        """The exposure EMA ``[C, Bmax]``, seconds of motion that episodes spent in each bin (a view of ``stats``)."""
+        return self.stats[1]
 
     def bin_of(self, clip_ids: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
         """Flat bin index ``clip * max_bins + bin`` of motion times."""
@@ -73,47 +109,82 @@ class AdaptiveSampler:
         b = torch.minimum(b.clamp(min=0), self.num_bins[clip_ids] - 1)
         return clip_ids * self.max_bins + b
 
-    def record(self, clip_ids: torch.Tensor, times: torch.Tensor, failed: torch.Tensor) -> None:
-        """Count failed episodes at their motion time (rows where ``failed`` is False are ignored)."""
-        self._pending += self._counts(clip_ids, times, failed)
+    def record(
+        self,
+        clip_ids: torch.Tensor,
+        times: torch.Tensor,
+        failed: torch.Tensor,
+        ended: torch.Tensor,
+        spans: torch.Tensor,
+    ) -> None:
+        """Count the episodes that ended (``ended``) at motion ``times`` after ``spans`` seconds of motion, the
+        ``failed`` ones as failures at their end (rows where ``ended`` is False are ignored)."""
+        self._pending += self._counts(clip_ids, times, failed & ended, ended, spans)
 
     def update(self) -> None:
-        """Fold the failures recorded since the last call into the EMA."""
-        self.failures.copy_(self.folded(self.failures, self._pending))
+        """Fold the episodes recorded since the last call into the EMAs."""
+        self.stats.copy_(self.folded(self.stats, self._pending))
         self._pending.zero_()
 
-    def folded(self, failures: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-        """The EMA ``failures`` ``[C, Bmax]`` after one update with failure ``counts`` (a pure function)."""
-        return failures * (1.0 - self.ema_alpha) + self.ema_alpha * counts
+    def folded(self, stats: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        """The EMAs ``stats`` ``[2, C, Bmax]`` after one update with ``counts`` (a pure function)."""
+        return stats * (1.0 - self.ema_alpha) + self.ema_alpha * counts
 
-    def after_failures(
-        self, failures: torch.Tensor, clip_ids: torch.Tensor, times: torch.Tensor, failed: torch.Tensor
+    def after_episode_ends(
+        self,
+        stats: torch.Tensor,
+        clip_ids: torch.Tensor,
+        times: torch.Tensor,
+        failed: torch.Tensor,
+        ended: torch.Tensor,
+        spans: torch.Tensor,
     ) -> torch.Tensor:
-        """``failures`` after ``record(clip_ids, times, failed)`` and ``update()``, without changing the sampler (a
-        pure function of fixed shapes, for compiled env steps)."""
-        return self.folded(failures, self._counts(clip_ids, times, failed))
+        """``stats`` after ``record(...)`` and ``update()`` of one batch of episode ends, without changing the sampler
+        (a pure function of fixed shapes, for compiled env steps)."""
+        return self.folded(stats, self._counts(clip_ids, times, failed & ended, ended, spans))
 
-    def _counts(self, clip_ids: torch.Tensor, times: torch.Tensor, failed: torch.Tensor) -> torch.Tensor:
-        """Failures per bin ``[C, Bmax]`` of one batch of episode ends."""
-        counts = (
-            torch.zeros_like(self.base).view(-1).index_add(0, self.bin_of(clip_ids, times), failed.to(self.base.dtype))
-        )
-        return counts.view_as(self.base)
+    def _counts(
+        self,
+        clip_ids: torch.Tensor,
+        times: torch.Tensor,
+        failed: torch.Tensor,
+        ended: torch.Tensor,
+        spans: torch.Tensor,
+    ) -> torch.Tensor:
+        """Failures and exposure per bin ``[2, C, Bmax]`` of one batch of episode ends: an episode that ended at
+        ``t`` after ``span`` seconds covered ``[max(0, t - span), t]`` of its clip (a wrapped clip's earlier loops
+        are not counted)."""
+        dtype = self.stats.dtype
+        fails = torch.zeros_like(self.base).view(-1).index_add(0, self.bin_of(clip_ids, times), failed.to(dtype))
+        end = times.clamp(min=0.0).unsqueeze(-1)
+        begin = (times - spans).clamp(min=0.0).unsqueeze(-1)
+        overlap = torch.minimum(end, self._edges + self.bin_duration) - torch.maximum(begin, self._edges)
+        overlap = overlap.clamp(min=0.0) * ended.to(dtype).unsqueeze(-1) * self.valid[clip_ids]  # [n, Bmax]
+        exposure = torch.zeros_like(self.base).index_add(0, clip_ids, overlap)
+        return torch.stack((fails.view_as(self.base), exposure))
 
-    def probabilities(self, failures: torch.Tensor | None = None) -> torch.Tensor:
-        """Sampling probability ``[C, Bmax]`` (zero on bins past a clip's end), from ``failures`` (default: the
-        sampler's own EMA)."""
-        failures = self.failures if failures is None else failures
-        gathered = torch.gather(failures.unsqueeze(1).expand(-1, self.max_bins, -1), 2, self._kernel_index)
+    def weights(self, stats: torch.Tensor | None = None) -> torch.Tensor:
+        """Each bin's failure weight ``[C, Bmax]``: the failure rate (failures per second of exposure; 0 where
+        nothing was seen) or the failure count (``cfg.weighting``)."""
+        stats = self.stats if stats is None else stats
+        if self.cfg.weighting == "count":
+            return stats[0]
+        return stats[0] / stats[1].clamp(min=1e-6) * (stats[1] > 1e-6)
+
+    def probabilities(self, stats: torch.Tensor | None = None) -> torch.Tensor:
+        """Sampling probability ``[C, Bmax]`` (zero on bins past a clip's end), from ``stats`` (default: the sampler's
+        own EMAs)."""
+        w = self.weights(stats)
+        gathered = torch.gather(w.unsqueeze(1).expand(-1, self.max_bins, -1), 2, self._kernel_index)
         smoothed = (gathered * self.kernel).sum(-1) * self.valid * self.clip_weights.unsqueeze(1)  # [C, Bmax]
         total = smoothed.sum()
         failure_part = torch.where(total > 0, smoothed / total.clamp(min=1e-12), self.base)
         return self.uniform_ratio * self.base + (1.0 - self.uniform_ratio) * failure_part
 
-    def sample_from(self, u: torch.Tensor, failures: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample_from(self, u: torch.Tensor, stats: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(clip ids, times) from uniform numbers ``u`` ``[n, 2]`` in [0, 1): column 0 picks a bin by inverse CDF
-        (probabilities from ``failures``, default the sampler's own), column 1 the time inside it (pure)."""
-        flat = inverse_cdf(self.probabilities(failures).reshape(-1), u[:, 0])
+        (probabilities from ``stats``, default the sampler's own), column 1 the time inside it (pure)."""
+        flat = inverse_cdf(self.probabilities(stats).reshape(-1), u[:, 0])
         clip_ids = flat // self.max_bins
         b = flat % self.max_bins
         times = torch.minimum((b.float() + u[:, 1]) * self.bin_duration, self.durations[clip_ids])
@@ -125,7 +196,7 @@ class AdaptiveSampler:
         h = -(p * torch.log(p.clamp(min=1e-12))).sum()
         return float(h / math.log(max(2, p.numel())))
 
-    def stats(self) -> dict[str, float]:
+    def stats_scalars(self) -> dict[str, float]:
         """``sampler/*`` scalars for the logs: the normalized entropy (1.0 = uniform over bins), the probability of the
         most likely bin, and that bin's clip and start time (s): where training starts its episodes."""
         clip, b, prob = self.top_bin()

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from mimic_rl.motion.adaptive import AdaptiveSampler, inverse_cdf
+from mimic_rl.motion.adaptive import AdaptiveSampler, AdaptiveSamplingConfig, inverse_cdf
 from mimic_rl.motion.clip import LOOP_MODES, MotionClip, MotionFormatError
 from mimic_rl.motion.state import BodyState
 from mimic_rl.rotations import quat_slerp
@@ -31,11 +31,7 @@ class MotionLibrary:
         device: str | torch.device = "cpu",
         weights: Sequence[float] | None = None,
         loop_mode: str | None = None,
-        bin_duration: float = 1.0,
-        adaptive_alpha: float = 0.001,
-        adaptive_uniform_ratio: float = 0.1,
-        adaptive_kernel_size: int = 3,
-        adaptive_kernel_decay: float = 0.8,
+        adaptive: AdaptiveSamplingConfig | None = None,
     ) -> None:
         if not clips:
             raise ValueError("MotionLibrary needs at least one clip")
@@ -100,15 +96,7 @@ class MotionLibrary:
         if w.shape != (len(clips),) or not bool(torch.isfinite(w).all()) or bool((w < 0).any()) or float(w.sum()) <= 0:
             raise ValueError(f"weights: expected {len(clips)} non-negative numbers with a positive sum, got {weights}")
         self.clip_weights = w.to(dev)
-        self.adaptive = AdaptiveSampler(
-            self.clip_duration,
-            self.clip_weights,
-            bin_duration,
-            adaptive_alpha,
-            adaptive_uniform_ratio,
-            adaptive_kernel_size,
-            adaptive_kernel_decay,
-        )
+        self.adaptive = AdaptiveSampler(self.clip_duration, self.clip_weights, adaptive)
 
     @property
     def num_clips(self) -> int:
@@ -129,20 +117,23 @@ class MotionLibrary:
             raise ValueError(f"sampling mode must be one of {SAMPLING_MODES}, got {mode!r}")
 
     def sample_from(
-        self, u: torch.Tensor, mode: str, failures: torch.Tensor | None = None
+        self, u: torch.Tensor, mode: str, stats: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(clip ids, times) from uniform numbers ``u`` ``[n, 2]`` in [0, 1), as ``sample`` draws them (a pure
-        function of fixed shapes); in ``adaptive`` mode from the failure EMA ``failures`` (default: the sampler's)."""
+        function of fixed shapes); in ``adaptive`` mode from the sampler's EMAs ``stats`` (default: its own)."""
         if mode == "adaptive":
-            return self.adaptive.sample_from(u, failures)
+            return self.adaptive.sample_from(u, stats)
         clip_ids = inverse_cdf(self.clip_weights, u[:, 0])
         if mode == "start":
             return clip_ids, torch.zeros_like(u[:, 1])
         return clip_ids, u[:, 1] * self.clip_duration[clip_ids]
 
-    def record_episode_ends(self, clip_ids: torch.Tensor, times: torch.Tensor, failed: torch.Tensor) -> None:
-        """Feed the adaptive sampler: the motion times at which episodes failed, then update its EMA."""
-        self.adaptive.record(clip_ids, times, failed)
+    def record_episode_ends(
+        self, clip_ids: torch.Tensor, times: torch.Tensor, failed: torch.Tensor, spans: torch.Tensor
+    ) -> None:
+        """Feed the adaptive sampler episodes that ended at motion ``times`` after ``spans`` seconds of motion (the
+        ``failed`` ones by a termination), then update its EMAs."""
+        self.adaptive.record(clip_ids, times, failed, torch.ones_like(failed, dtype=torch.bool), spans)
         self.adaptive.update()
 
     # ------------------------------------------------------------------ interpolation

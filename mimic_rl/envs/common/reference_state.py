@@ -33,10 +33,13 @@ class ReferenceStateInit:
         qpos_adr: Sequence[int],
         qvel_adr: Sequence[int],
         joint_limits: tuple[torch.Tensor, torch.Tensor],
+        step_dt: float,
     ) -> None:
         """``root_body`` indexes the library's bodies; ``qpos_adr``/``qvel_adr`` are the actuated joints' addresses
-        in the library's joint order; ``joint_limits`` (lower, upper) clamp the noisy joint positions."""
+        in the library's joint order; ``joint_limits`` (lower, upper) clamp the noisy joint positions; ``step_dt`` is
+        the policy step (seconds of motion per step of an episode)."""
         self.cfg = cfg
+        self.step_dt = float(step_dt)
         self.library = library
         dev = library.device
         self.num_joints = len(qpos_adr)
@@ -54,11 +57,11 @@ class ReferenceStateInit:
         """Uniform numbers in [0, 1) for ``num_envs`` reset candidates, ``[num_envs, width]``."""
         return torch.rand(num_envs, self.width, device=self.library.device, generator=generator)
 
-    def candidates(self, failures: torch.Tensor, draws: torch.Tensor) -> dict[str, torch.Tensor]:
+    def candidates(self, stats: torch.Tensor, draws: torch.Tensor) -> dict[str, torch.Tensor]:
         """Where each env restarts if it resets now (a pure function of ``draws``): a (clip, time) from the library's
-        sampler (``failures``: the adaptive sampler's EMA) or, with ``clip_start_probability``, the clip's first frame;
+        sampler (``stats``: the adaptive sampler's EMAs) or, with ``clip_start_probability``, the clip's first frame;
         its noisy physics row and a push timer."""
-        clip_ids, times = self.library.sample_from(draws[:, :2], self.cfg.sampling_mode, failures)
+        clip_ids, times = self.library.sample_from(draws[:, :2], self.cfg.sampling_mode, stats)
         times = torch.where(draws[:, -1] < self.cfg.clip_start_probability, 0.0, times)
         low, high = self.cfg.push_interval_s
         rows = self.initial_states(clip_ids, times, 2.0 * draws[:, 3:-1] - 1.0)
@@ -95,18 +98,19 @@ class ReferenceStateInit:
         motion_time: torch.Tensor,
         episode_length: torch.Tensor,
         push_timer: torch.Tensor,
-        failures: torch.Tensor,
+        stats: torch.Tensor,
         draws: torch.Tensor,
     ) -> dict:
-        """What ending the ``dones`` episodes changes (a pure function): the adaptive sampler's EMA after this step's
-        failures, where every env would restart (``candidates``) as physics rows, and the episode bookkeeping
+        """What ending the ``dones`` episodes changes (a pure function): the adaptive sampler's EMAs after this step's
+        episode ends, where every env would restart (``candidates``) as physics rows, and the episode bookkeeping
         (``next``: the env's tensors of those names, restarted where done)."""
-        # the adaptive sampler learns from this step's failures (as record_episode_ends does when an episode ends)
-        updated = self.library.adaptive.after_failures(failures, clip_ids, obs_time, terminated)
-        failures = torch.where(dones.any(), updated, failures)
-        fresh = self.candidates(failures, draws)
+        # the adaptive sampler learns where episodes failed and what they covered (as record_episode_ends does)
+        spans = episode_length.to(obs_time.dtype) * self.step_dt
+        updated = self.library.adaptive.after_episode_ends(stats, clip_ids, obs_time, terminated, dones, spans)
+        stats = torch.where(dones.any(), updated, stats)
+        fresh = self.candidates(stats, draws)
         return {
-            "failures": failures,
+            "sampler_stats": stats,
             "rows": fresh["rows"],
             "next": {
                 "clip_ids": torch.where(dones, fresh["clip_ids"], clip_ids),

@@ -168,7 +168,8 @@ class MimicMotionCommand(CommandTerm):
         self._v_cols = ix.joint_v_adr.to(self.device, torch.long)
         q_adr = ix.joint_q_adr[self._joint_idx.to(ix.joint_q_adr.device)].tolist()
         v_adr = ix.joint_v_adr[self._joint_idx.to(ix.joint_v_adr.device)].tolist()
-        return ReferenceStateInit(settings, self.library, self._env.sim.mj_model, root, q_adr, v_adr, limits)
+        model, step_dt = self._env.sim.mj_model, self._env.step_dt
+        return ReferenceStateInit(settings, self.library, model, root, q_adr, v_adr, limits, step_dt)
 
     # ------------------------------------------------------------------ states
     def refresh_body_states(self) -> None:
@@ -272,12 +273,14 @@ class MimicMotionCommand(CommandTerm):
             self._failures_counted_at = env.common_step_counter
             ending = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device).index_fill_(0, env_ids, True)
             failed = ending & env.termination_manager.terminated
-            lib.adaptive.failures.copy_(
-                lib.adaptive.after_failures(lib.adaptive.failures, self.clip_ids, self.motion_time, failed)
+            spans = env.episode_length_buf.to(self.motion_time.dtype) * env.step_dt  # not yet zeroed by the reset
+            adaptive = lib.adaptive
+            adaptive.stats.copy_(
+                adaptive.after_episode_ends(adaptive.stats, self.clip_ids, self.motion_time, failed, ending, spans)
             )
         draws = self._init.draws(int(env_ids.numel()), self._gen)
         if self.eval_clip is None:
-            fresh = self._init.candidates(lib.adaptive.failures, draws)
+            fresh = self._init.candidates(lib.adaptive.stats, draws)
             clip_ids, times, rows = fresh["clip_ids"], fresh["times"], fresh["rows"]
         else:
             clip_ids = torch.full_like(draws[:, 0], self.eval_clip, dtype=torch.long)

@@ -230,28 +230,29 @@ class MjlabVecEnv:
         extras["termination_terms"] = result["termination_terms"]
 
     def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint keeps of the env: on this package's tasks the adaptive sampler's failure statistics (the
-        physics is not saved: a resumed run starts fresh episodes); nothing on mjlab's tasks."""
+        """What a checkpoint keeps of the env: on this package's tasks the adaptive sampler's statistics (the physics
+        is not saved: a resumed run starts fresh episodes); nothing on mjlab's tasks."""
         if self.mimic_command is None:
             return {}
-        return {"adaptive_failures": self.mimic_command.library.adaptive.failures.clone()}
+        return {"adaptive_sampler": self.mimic_command.library.adaptive.stats.clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()``; failure statistics of other clips (another bin layout) are left out, with a
         warning."""
-        failures = state.get("adaptive_failures")
-        if self.mimic_command is None or failures is None:
+        stats = state.get("adaptive_sampler")
+        if self.mimic_command is None or (stats is None and "adaptive_failures" not in state):
             return
-        own = self.mimic_command.library.adaptive.failures
-        if tuple(failures.shape) != tuple(own.shape):
+        own = self.mimic_command.library.adaptive.stats
+        if stats is None or tuple(stats.shape) != tuple(own.shape):
+            found = "failure counts only" if stats is None else f"{tuple(stats.shape)} (EMAs, clips, bins)"
             warnings.warn(
-                f"env state: adaptive sampling statistics of {tuple(failures.shape)} (clips, bins), this run has "
-                f"{tuple(own.shape)}: other motions; its sampling starts afresh",
+                f"env state: adaptive sampling statistics of {found}, this run has {tuple(own.shape)}: other motions "
+                "or an older version; its sampling starts afresh",
                 UserWarning,
                 stacklevel=2,
             )
             return
-        own.copy_(failures.to(own.device))
+        own.copy_(stats.to(own.device))
 
     def amp_expert_sampler(self, num: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``num`` expert AMP pairs (frame t, frame t + 1) of the task's motion, the features as in the ``amp``

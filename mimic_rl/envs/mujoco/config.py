@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from mimic_rl.envs.mujoco.physics import DomainRandomization
+from mimic_rl.motion.adaptive import AdaptiveSamplingConfig
 from mimic_rl.motion.clip import FPS_RANGE
 from mimic_rl.tasks.tracking import InitNoise, ResetSettings, TerminationConfig, TrackingRewardConfig
 from mimic_rl.utils import Range
@@ -30,6 +31,8 @@ class TrackingEnvConfig:
     future_stride: Annotated[int, Range(1)] = 1
     """Future reference frames are ``future_stride`` policy steps apart."""
     sampling_mode: Literal["start", "uniform", "adaptive"] = "adaptive"
+    adaptive_sampling: AdaptiveSamplingConfig = field(default_factory=AdaptiveSamplingConfig)
+    """How ``sampling_mode: adaptive`` weighs start times by failure (``mimic_rl.motion.adaptive``)."""
     clip_start_probability: Annotated[float, Range(0, 1)] = 0.0
     """Share of episodes that start at their clip's first frame whatever ``sampling_mode`` says: evaluation starts
     there, and a clip's start (the robot taking over a motion already under way) is rarely drawn otherwise."""

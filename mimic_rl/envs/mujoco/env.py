@@ -17,6 +17,7 @@ to the host once and the sensor readings to the device once (``_sensors``), plus
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -64,7 +65,7 @@ class MujocoTrackingEnv:
         self.robot = robot or robot_config(cfg.robot, cfg.robot_mjcf)
         if clips is None:
             clips = [self.robot.load_clip(p, cfg.csv_fps) for p in expand_motion_paths(cfg.motions)]
-        self.library = MotionLibrary(clips, device=self.device)
+        self.library = MotionLibrary(clips, device=self.device, adaptive=cfg.adaptive_sampling)
         model, self.body_names, sensor_adr = build_model(self.robot)
         self.model = model
         self.num_envs = int(cfg.num_envs)
@@ -151,7 +152,14 @@ class MujocoTrackingEnv:
         self.joint_lower, self.joint_upper = lower, upper
         ref_root = lib_names.index(names[0])
         self._init = ReferenceStateInit(
-            self.cfg.reset_settings(), self.library, m, ref_root, self._qpos_adr, self._qvel_adr, (lower, upper)
+            self.cfg.reset_settings(),
+            self.library,
+            m,
+            ref_root,
+            self._qpos_adr,
+            self._qvel_adr,
+            (lower, upper),
+            self.step_dt,
         )
         default = np.zeros(m.nu)
         for pattern, value in self.robot.default_joint_pos.items():
@@ -240,12 +248,12 @@ class MujocoTrackingEnv:
         actions: torch.Tensor,
         last_actions: torch.Tensor,
         push_timer: torch.Tensor,
-        failures: torch.Tensor,
+        sampler_stats: torch.Tensor,
         draws: torch.Tensor,
     ) -> dict:
         """Everything a policy step computes from the new physics state (a pure function): rewards, terminations,
         metrics, the pre-reset observations and, when compiled, ``ReferenceStateInit.episode_ends`` (``push_timer``,
-        ``failures`` and ``draws`` are its inputs).
+        ``sampler_stats`` and ``draws`` are its inputs).
 
         Fixed shapes (all ``N`` envs), so that ``torch.compile`` fuses it into a few kernels.
         """
@@ -268,7 +276,7 @@ class MujocoTrackingEnv:
         out["last_actions"] = torch.where(dones.unsqueeze(-1), 0.0, actions)  # a new episode has no last action
         if self._resets_in_graph:  # compiled: for every env, so that no reset step needs eager work (fixed shapes)
             out["resets"] = self._init.episode_ends(
-                dones, terminated, clip_ids, obs_time, motion_time, episode_length, push_timer, failures, draws
+                dones, terminated, clip_ids, obs_time, motion_time, episode_length, push_timer, sampler_stats, draws
             )
         return out
 
@@ -315,7 +323,7 @@ class MujocoTrackingEnv:
         return groups
 
     def _reset_all(self) -> TensorDict:
-        fresh = self._init.candidates(self.library.adaptive.failures, self._init.draws(self.num_envs, self._gen))
+        fresh = self._init.candidates(self.library.adaptive.stats, self._init.draws(self.num_envs, self._gen))
         self.clip_ids.copy_(fresh["clip_ids"])
         self.motion_time.copy_(fresh["times"])
         self.obs_time.copy_(fresh["times"])
@@ -362,7 +370,7 @@ class MujocoTrackingEnv:
         self.obs_time = self.motion_time - self.sim_dt  # sensor readings lag one physics step
         draws = self._init.draws(self.num_envs, self._gen)
         bookkeeping = (self.clip_ids, self.obs_time, self.motion_time, self.episode_length_buf)
-        sampler = (self._push_timer, self.library.adaptive.failures, draws)
+        sampler = (self._push_timer, self.library.adaptive.stats, draws)
         out = self._evaluate_fn(self._sensors, *bookkeeping, self.actions, self.last_actions, *sampler)
         values, terminated, time_outs, dones = out["values"], out["terminated"], out["time_outs"], out["dones"]
         self.metrics.add_sums(values.keys(), out["metric_sums"], float(self.num_envs))
@@ -382,7 +390,7 @@ class MujocoTrackingEnv:
             resets = (
                 out["resets"] if "resets" in out else self._init.episode_ends(dones, terminated, *bookkeeping, *sampler)
             )
-            self.library.adaptive.failures.copy_(resets["failures"])
+            self.library.adaptive.stats.copy_(resets["sampler_stats"])
             for name, value in resets["next"].items():
                 getattr(self, name).copy_(value)
             self._restart(reset_ids, resets["rows"])
@@ -414,7 +422,7 @@ class MujocoTrackingEnv:
     def sampling_stats(self) -> dict[str, float]:
         """The adaptive sampler's ``sampler/*`` scalars (``AdaptiveSampler.stats``; {} in other sampling modes), read
         once per iteration by the runner."""
-        return self.library.adaptive.stats() if self.cfg.sampling_mode == "adaptive" else {}
+        return self.library.adaptive.stats_scalars() if self.cfg.sampling_mode == "adaptive" else {}
 
     def state_dict(self) -> dict[str, Any]:
         """Everything that determines the env's future: physics states, episode bookkeeping and random streams (plain
@@ -425,7 +433,7 @@ class MujocoTrackingEnv:
             "variant_of_env": torch.from_numpy(self.physics.variant_of_env.copy()),
             "physics_rng": self.physics.rng.bit_generator.state,
             "generator": self._gen.get_state(),
-            "adaptive_failures": self.library.adaptive.failures.clone(),
+            "adaptive_sampler": self.library.adaptive.stats.clone(),
             "obs": {k: v.clone() for k, v in self._obs.items()},
             **{k: getattr(self, k).clone() for k in _ENV_TENSORS},
         }
@@ -442,11 +450,27 @@ class MujocoTrackingEnv:
         self.physics.assign_variants(np.arange(0), self.physics.variant_of_env)
         self.physics.rng.bit_generator.state = state["physics_rng"]
         self._gen.set_state(state["generator"].cpu())
-        self.library.adaptive.failures.copy_(state["adaptive_failures"])
+        self._load_sampler_stats(state)
         for k in _ENV_TENSORS:
             getattr(self, k).copy_(state[k])
         if "obs" in state:
             self._obs = self._tensordict({k: v.to(self.device).clone() for k, v in state["obs"].items()})
+
+    def _load_sampler_stats(self, state: dict[str, Any]) -> None:
+        """The adaptive sampler's EMAs from ``state``; a checkpoint from before exposure was counted (its
+        ``adaptive_failures`` holds failure counts alone) restarts them, with a warning."""
+        stats = state.get("adaptive_sampler")
+        own = self.library.adaptive.stats
+        if stats is None or tuple(stats.shape) != tuple(own.shape):
+            found = "failure counts only" if stats is None else f"shape {tuple(stats.shape)}"
+            warnings.warn(
+                f"env state: adaptive sampling statistics of another layout ({found}); its sampling starts afresh",
+                UserWarning,
+                stacklevel=3,
+            )
+            own.zero_()
+            return
+        own.copy_(stats.to(own.device))
 
     def close(self) -> None:
         """Release the physics thread pool."""
