@@ -1,15 +1,15 @@
-"""Failure-based adaptive sampling of motion start times (BeyondMimic's scheme, over several clips, by failure rate).
+"""Failure-based adaptive sampling of motion start times (BeyondMimic's scheme, over several clips; by count or rate).
 
 Each clip is cut into time bins. Two EMAs per bin follow training: the episodes that failed there, and the time
 (seconds of motion) that episodes spent there, their *exposure*, counted when each episode ends over the span it
-covered. With ``weighting="rate"`` (the default) a bin's weight is its failure rate, failures per second spent in it;
-with ``"count"`` (BeyondMimic's) the failure count alone. Counts follow the traffic as much as the difficulty: a
+covered. With ``weighting="count"`` (BeyondMimic's, the default) a bin's weight is its failure count; with ``"rate"``
+its failure rate, failures per second spent in it. Counts follow the traffic as much as the difficulty: a
 clip's first seconds are only reached by episodes that start there, so their failures stay few even when every
-episode from the clip's start fails (docs/ablations.md, long clips), and the later bins of a long clip, which every
-surviving episode passes, draw the starts. The weights are smoothed by a kernel that also weighs the bins just *before*
+episode from the clip's start fails, and the later bins of a long clip, which every surviving episode passes, draw
+the starts (docs/ablations.md, long clips: measured, and why counts stay the default). The weights are smoothed by a kernel that also weighs the bins just *before*
 a failure (so that episodes start a little ahead of the hard part) and mixed with a uniform distribution over all
 bins. Everything is on the library's device and vectorized; the only host syncs are in ``entropy()`` /
-``top_bin()`` / ``stats()``, which are for logging.
+``top_bin()`` / ``stats_scalars()``, which are for logging.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ class AdaptiveSamplingConfig:
     """Share of starts drawn uniformly over all bins (each clip's bins share its weight)."""
     kernel_size: Annotated[int, Range(1)] = 3
     kernel_decay: Annotated[float, Range(0, low_exclusive=True)] = 0.8
-    weighting: Literal["rate", "count"] = "rate"
-    """``rate``: failures per second of exposure in a bin; ``count``: failures alone (BeyondMimic's)."""
+    weighting: Literal["rate", "count"] = "count"
+    """``count``: failures alone (BeyondMimic's; the default); ``rate``: failures per second of exposure in a bin, which
+    does not starve a clip's first seconds (docs/ablations.md, long clips)."""
 
 
 def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
