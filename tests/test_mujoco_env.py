@@ -317,16 +317,21 @@ def test_the_step_feeds_the_adaptive_sampler_like_record_episode_ends(data_dir):
     assert env.metrics.summary()["episodes"] == ended
 
 
-def test_an_env_state_from_before_exposure_was_counted_restarts_the_sampler_with_a_warning(data_dir):
-    """Checkpoints written before failure rates kept failure counts alone (``adaptive_failures``, ``[C, B]``):
-    resuming one starts the sampler's EMAs afresh and says so, instead of failing on the shape."""
+def test_an_env_state_from_before_exposure_was_counted_keeps_its_failure_counts(data_dir):
+    """Checkpoints written before exposure was counted keep the failure EMA alone (``adaptive_failures``, ``[C, B]``):
+    it comes back as the failure row with zero exposure (so that failure-count sampling resumes exactly); statistics
+    of another layout restart the sampler and say so."""
     env = _env(data_dir, seed=2)
     env.step(torch.zeros(8, env.num_actions))
     state = env.state_dict()
-    old = state.pop("adaptive_sampler")
-    state["adaptive_failures"] = old[0] + 1.0
+    new = state.pop("adaptive_sampler")
+    state["adaptive_failures"] = new[0] + 1.0
     env.library.adaptive.stats.fill_(3.0)
-    with pytest.warns(UserWarning, match="failure counts only"):
+    env.load_state_dict(state)
+    torch.testing.assert_close(env.library.adaptive.failures, new[0] + 1.0, atol=0, rtol=0)
+    assert float(env.library.adaptive.exposure.abs().sum()) == 0.0
+    state["adaptive_failures"] = torch.ones(5, 7)  # other clips
+    with pytest.warns(UserWarning, match="another layout"):
         env.load_state_dict(state)
     assert float(env.library.adaptive.stats.abs().sum()) == 0.0
 

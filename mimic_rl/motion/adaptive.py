@@ -2,14 +2,14 @@
 
 Each clip is cut into time bins. Two EMAs per bin follow training: the episodes that failed there, and the time
 (seconds of motion) that episodes spent there, their *exposure*, counted when each episode ends over the span it
-covered. With ``weighting="count"`` (BeyondMimic's, the default) a bin's weight is its failure count; with ``"rate"``
-its failure rate, failures per second spent in it. Counts follow the traffic as much as the difficulty: a
+covered. With ``weighting="count"`` (BeyondMimic's, the default) a bin's weight is its failure count; with
+``"rate"`` its failure rate, failures per second spent in it. Counts follow the traffic as much as the difficulty: a
 clip's first seconds are only reached by episodes that start there, so their failures stay few even when every
 episode from the clip's start fails, and the later bins of a long clip, which every surviving episode passes, draw
-the starts (docs/ablations.md, long clips: measured, and why counts stay the default). The weights are smoothed by a kernel that also weighs the bins just *before*
-a failure (so that episodes start a little ahead of the hard part) and mixed with a uniform distribution over all
-bins. Everything is on the library's device and vectorized; the only host syncs are in ``entropy()`` /
-``top_bin()`` / ``stats_scalars()``, which are for logging.
+the starts (docs/ablations.md, long clips: measured, and why counts stay the default). The weights are smoothed by
+a kernel that also weighs the bins just *before* a failure (so that episodes start a little ahead of the hard part)
+and mixed with a uniform distribution over all bins. Everything is on the library's device and vectorized; the only
+host syncs are in ``entropy()`` / ``top_bin()`` / ``stats_scalars()``, which are for logging.
 """
 
 from __future__ import annotations

@@ -243,11 +243,13 @@ class MjlabVecEnv:
         if self.mimic_command is None or (stats is None and "adaptive_failures" not in state):
             return
         own = self.mimic_command.library.adaptive.stats
-        if stats is None or tuple(stats.shape) != tuple(own.shape):
-            found = "failure counts only" if stats is None else f"{tuple(stats.shape)} (EMAs, clips, bins)"
+        if stats is None:  # before exposure was counted: the failure EMA alone, restored with zero exposure
+            old = state["adaptive_failures"]
+            stats = torch.stack((old, torch.zeros_like(old))) if tuple(old.shape) == tuple(own.shape[1:]) else old
+        if tuple(stats.shape) != tuple(own.shape):
             warnings.warn(
-                f"env state: adaptive sampling statistics of {found}, this run has {tuple(own.shape)}: other motions "
-                "or an older version; its sampling starts afresh",
+                f"env state: adaptive sampling statistics of {tuple(stats.shape)} (EMAs, clips, bins), this run has "
+                f"{tuple(own.shape)}: other motions; its sampling starts afresh",
                 UserWarning,
                 stacklevel=2,
             )
