@@ -8,19 +8,13 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_corpus import SMALL_TASK
 
 from mimic_rl import run_dirs
 from mimic_rl.cli import main
 from mimic_rl.errors import UsageError
 from mimic_rl.run_dirs import choose_log_dir, holds_run, latest_run, new_run_dir, remove_run, run_files
 
-TINY = """
-runner: {num_steps_per_env: 4, max_iterations: 1, save_interval: 1, logger: none}
-env: {num_envs: 2, robot: humanoid28, motions: [motions/humanoid28_squat_reach.npz], episode_length_s: 2.0}
-algorithm: {num_learning_epochs: 1, num_mini_batches: 1}
-actor: {hidden_dims: [8], reference_encoder: {type: mlp, latent_dim: 4, hidden_dims: [4]}}
-critic: {hidden_dims: [8], reference_encoder: {type: mlp, latent_dim: 4, hidden_dims: [4]}}
-"""
 RUN_FILES = [
     "config.yaml",
     "model_1.pt",
@@ -108,7 +102,7 @@ def test_resume_alone_continues_the_latest_run_of_the_task(tmp_path, monkeypatch
 
 def _train(tmp_path: Path, *extra: str) -> int:
     task = tmp_path / "small.yaml"
-    task.write_text(TINY)
+    task.write_text(SMALL_TASK)
     return main(["train", "--task", str(task), "--no-eval", "--iterations", "1", *extra])
 
 

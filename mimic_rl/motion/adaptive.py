@@ -110,17 +110,10 @@ class AdaptiveSampler:
         b = torch.minimum(b.clamp(min=0), self.num_bins[clip_ids] - 1)
         return clip_ids * self.max_bins + b
 
-    def record(
-        self,
-        clip_ids: torch.Tensor,
-        times: torch.Tensor,
-        failed: torch.Tensor,
-        ended: torch.Tensor,
-        spans: torch.Tensor,
-    ) -> None:
-        """Count the episodes that ended (``ended``) at motion ``times`` after ``spans`` seconds of motion, the
-        ``failed`` ones as failures at their end (rows where ``ended`` is False are ignored)."""
-        self._pending += self._counts(clip_ids, times, failed & ended, ended, spans)
+    def record(self, clip_ids: torch.Tensor, times: torch.Tensor, failed: torch.Tensor, spans: torch.Tensor) -> None:
+        """Count episodes that ended at motion ``times`` after ``spans`` seconds of motion, the ``failed`` ones as
+        failures at their end."""
+        self._pending += self._counts(clip_ids, times, failed, torch.ones_like(failed, dtype=torch.bool), spans)
 
     def update(self) -> None:
         """Fold the episodes recorded since the last call into the EMAs."""
@@ -142,7 +135,7 @@ class AdaptiveSampler:
     ) -> torch.Tensor:
         """``stats`` after ``record(...)`` and ``update()`` of one batch of episode ends, without changing the sampler
         (a pure function of fixed shapes, for compiled env steps)."""
-        return self.folded(stats, self._counts(clip_ids, times, failed & ended, ended, spans))
+        return self.folded(stats, self._counts(clip_ids, times, failed, ended, spans))
 
     def _counts(
         self,
@@ -152,11 +145,12 @@ class AdaptiveSampler:
         ended: torch.Tensor,
         spans: torch.Tensor,
     ) -> torch.Tensor:
-        """Failures and exposure per bin ``[2, C, Bmax]`` of one batch of episode ends: an episode that ended at
-        ``t`` after ``span`` seconds covered ``[max(0, t - span), t]`` of its clip (a wrapped clip's earlier loops
-        are not counted)."""
+        """Failures and exposure per bin ``[2, C, Bmax]`` of one batch of rows, those where ``ended`` counted: an
+        episode that ended at ``t`` after ``span`` seconds covered ``[max(0, t - span), t]`` of its clip (a wrapped
+        clip's earlier loops are not counted)."""
         dtype = self.stats.dtype
-        fails = torch.zeros_like(self.base).view(-1).index_add(0, self.bin_of(clip_ids, times), failed.to(dtype))
+        failed = (failed & ended).to(dtype)
+        fails = torch.zeros_like(self.base).view(-1).index_add(0, self.bin_of(clip_ids, times), failed)
         end = times.clamp(min=0.0).unsqueeze(-1)
         begin = (times - spans).clamp(min=0.0).unsqueeze(-1)
         overlap = torch.minimum(end, self._edges + self.bin_duration) - torch.maximum(begin, self._edges)

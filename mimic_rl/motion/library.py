@@ -133,7 +133,7 @@ class MotionLibrary:
     ) -> None:
         """Feed the adaptive sampler episodes that ended at motion ``times`` after ``spans`` seconds of motion (the
         ``failed`` ones by a termination), then update its EMAs."""
-        self.adaptive.record(clip_ids, times, failed, torch.ones_like(failed, dtype=torch.bool), spans)
+        self.adaptive.record(clip_ids, times, failed, spans)
         self.adaptive.update()
 
     # ------------------------------------------------------------------ interpolation
