@@ -47,7 +47,7 @@ def restore_rng_state(state: dict[str, Any]) -> None:
     version, internal, gauss = state["python"]
     random.setstate((int(version), tuple(int(x) for x in internal), gauss))
     kind, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((str(kind), keys.numpy().astype(np.uint32), int(pos), int(has_gauss), float(cached)))
+    np.random.set_state((str(kind), keys.cpu().numpy().astype(np.uint32), int(pos), int(has_gauss), float(cached)))
     torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])

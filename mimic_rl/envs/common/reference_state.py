@@ -54,8 +54,10 @@ class ReferenceStateInit:
         self.lower, self.upper = joint_limits
 
     def draws(self, num_envs: int, generator: torch.Generator) -> torch.Tensor:
-        """Uniform numbers in [0, 1) for ``num_envs`` reset candidates, ``[num_envs, width]``."""
-        return torch.rand(num_envs, self.width, device=self.library.device, generator=generator)
+        """Uniform numbers in [0, 1) for ``num_envs`` reset candidates, ``[num_envs, width]``, drawn on the generator's
+        device and moved to the library's (a CPU generator gives the same numbers whatever device the env runs on)."""
+        draws = torch.rand(num_envs, self.width, device=generator.device, generator=generator)
+        return draws.to(self.library.device, non_blocking=True)
 
     def candidates(self, stats: torch.Tensor, draws: torch.Tensor) -> dict[str, torch.Tensor]:
         """Where each env restarts if it resets now (a pure function of ``draws``): a (clip, time) from the library's

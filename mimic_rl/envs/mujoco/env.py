@@ -76,7 +76,9 @@ class MujocoTrackingEnv:
         threads = cfg.num_threads if cfg.num_threads is not None else torch.get_num_threads()
         self.physics = BatchedPhysics(model, self.num_envs, threads, cfg.randomization, cfg.seed)
         self._layout(sensor_adr)
-        self._gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        # on the CPU whatever the device: the physics is the CPU's, and the same seed then gives the same initial
+        # states, pushes and evaluation on every device (a CUDA generator draws a different stream)
+        self._gen = torch.Generator().manual_seed(cfg.seed)
         n, dev = self.num_envs, self.device
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self.clip_ids = torch.zeros(n, dtype=torch.long, device=dev)
@@ -411,13 +413,12 @@ class MujocoTrackingEnv:
         if due.numel() == 0:
             return
         k = int(due.numel())
-        v = self.cfg.randomization.push_velocity * (2.0 * torch.rand(k, 3, device=self.device, generator=self._gen) - 1)
+        v = self.cfg.randomization.push_velocity * (2.0 * torch.rand(k, 3, generator=self._gen) - 1)
         v[:, 2] = 0.0
-        self.physics.add_root_velocity(due.cpu().numpy(), v.cpu().double().numpy())
+        self.physics.add_root_velocity(due.cpu().numpy(), v.double().numpy())
         interval = self.cfg.randomization.push_interval_s
-        self._push_timer[due] = interval[0] + (interval[1] - interval[0]) * torch.rand(
-            k, device=self.device, generator=self._gen
-        )
+        delay = interval[0] + (interval[1] - interval[0]) * torch.rand(k, generator=self._gen)
+        self._push_timer[due] = delay.to(self.device)
 
     def sampling_stats(self) -> dict[str, float]:
         """The adaptive sampler's ``sampler/*`` scalars (``AdaptiveSampler.stats``; {} in other sampling modes), read
@@ -449,7 +450,12 @@ class MujocoTrackingEnv:
         self.physics.variant_of_env[:] = state["variant_of_env"].cpu().numpy()
         self.physics.assign_variants(np.arange(0), self.physics.variant_of_env)
         self.physics.rng.bit_generator.state = state["physics_rng"]
-        self._gen.set_state(state["generator"].cpu())
+        generator = state["generator"].cpu()
+        if generator.numel() == self._gen.get_state().numel():
+            self._gen.set_state(generator)
+        else:  # a CUDA generator's state, saved before the env drew on the CPU: the stream restarts from the seed
+            message = "the checkpoint's env random stream is a CUDA generator's; restarting it from the seed"
+            warnings.warn(message, stacklevel=2)
         self._load_sampler_stats(state)
         for k in _ENV_TENSORS:
             getattr(self, k).copy_(state[k])
