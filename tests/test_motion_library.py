@@ -146,6 +146,35 @@ def test_known_failure_statistics_give_the_hand_computed_start_distribution_acro
     assert float(times[ids == 1].max()) <= 1.0
 
 
+@pytest.mark.parametrize("weighting", ["count", "rate"])
+def test_clip_balance_by_rate_shares_the_starts_by_each_clip_failure_rate(weighting):
+    """The statistics of the test above with ``clip_balance="rate"``: clip 0 failed 3 times in 7 s (3/7 per second),
+    clip 1 0.5 times in 0.25 s (2 per second), so the failure part gives clip 0 (3/7) / (3/7 + 2) = 3/17 and clip 1
+    14/17 (with ``weights`` clip 0 took 3 / 3.5 of it by counts), spread over clip 0's bins as before."""
+    cfg = AdaptiveSamplingConfig(weighting=weighting, clip_balance="rate")
+    sampler = MotionLibrary([ramp_clip(T=31), ramp_clip(T=11)], adaptive=cfg).adaptive
+    stats = torch.zeros_like(sampler.stats)
+    stats[0, 0, :3], stats[1, 0, :3] = 1.0, torch.tensor([4.0, 2.0, 1.0])
+    stats[0, 1, 0], stats[1, 1, 0] = 0.5, 0.25
+    w0 = [0.25, 0.5, 1.0] if weighting == "rate" else [1.0, 1.0, 1.0]
+    k = [1.0 / 2.44, 0.8 / 2.44, 0.64 / 2.44]
+    smoothed = [k[0] * w0[0] + k[1] * w0[1] + k[2] * w0[2], k[0] * w0[1] + (k[1] + k[2]) * w0[2], w0[2]]
+    spread = [x / sum(smoothed) for x in smoothed]
+    expected0 = [0.1 * 0.5 / 3 + 0.9 * 3 / 17 * f for f in spread]
+    p = sampler.probabilities(stats)
+    assert p[0].tolist() == pytest.approx(expected0, abs=1e-6)
+    assert float(p[1, 0]) == pytest.approx(0.1 * 0.5 + 0.9 * 14 / 17, abs=1e-6)
+    ids, _ = sampler.sample_from(torch.rand(200_000, 2, generator=torch.Generator().manual_seed(1)), stats)
+    assert float((ids == 1).float().mean()) == pytest.approx(0.1 * 0.5 + 0.9 * 14 / 17, abs=0.005)
+    sampler.stats.copy_(stats)  # the sampler's own statistics (what the logs read) give the same
+    assert torch.equal(sampler.probabilities(), p) and sampler.top_bin()[0] == 1
+    # before any failure, the clip weights; with one clip, the same numbers as clip_balance="weights"
+    assert sampler.probabilities(torch.zeros_like(stats)).sum(1).tolist() == pytest.approx([0.5, 0.5], abs=1e-6)
+    one = MotionLibrary([ramp_clip(T=31)], adaptive=cfg).adaptive
+    plain = MotionLibrary([ramp_clip(T=31)], adaptive=AdaptiveSamplingConfig(weighting=weighting)).adaptive
+    assert torch.equal(one.probabilities(stats[:, :1, :3]), plain.probabilities(stats[:, :1, :3]))
+
+
 def test_exposure_is_the_time_each_ended_episode_spent_in_each_bin():
     """Three episodes of a 3 s clip (1 s bins) end: at 2.5 s after 2 s (covers [0.5, 2.5]: 0.5, 1, 0.5 s), at 0.8 s
     after 3 s (clipped at the clip's start: [0, 0.8]), and one that did not end (ignored); the first failed."""

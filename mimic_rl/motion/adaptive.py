@@ -40,6 +40,11 @@ class AdaptiveSamplingConfig:
     weighting: Literal["rate", "count"] = "count"
     """``count``: failures alone (BeyondMimic's; the default); ``rate``: failures per second of exposure in a bin, which
     does not starve a clip's first seconds (docs/ablations.md, long clips)."""
+    clip_balance: Literal["weights", "rate"] = "weights"
+    """How the failure part is shared between clips. ``weights``: one distribution over every bin of every clip (a
+    long clip, with more bins and more traffic, collects more failures and more starts); ``rate``: each clip's share
+    in proportion to its failure rate (failures per second of exposure over the whole clip, times its clip weight),
+    spread over its bins by ``weighting``. The same with one clip (docs/ablations.md, many clips)."""
 
 
 def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -68,8 +73,11 @@ class AdaptiveSampler:
         cfg = cfg or AdaptiveSamplingConfig()
         if cfg.bin_duration <= 0 or not 0 < cfg.ema_alpha <= 1 or not 0 <= cfg.uniform_ratio <= 1:
             raise ValueError("adaptive sampling needs bin_duration > 0, 0 < ema_alpha <= 1 and 0 <= uniform_ratio <= 1")
-        if cfg.kernel_size < 1 or cfg.weighting not in ("rate", "count"):
-            raise ValueError(f"adaptive sampling needs kernel_size >= 1 and weighting rate or count, got {cfg}")
+        if cfg.kernel_size < 1 or cfg.weighting not in ("rate", "count") or cfg.clip_balance not in ("weights", "rate"):
+            raise ValueError(
+                "adaptive sampling needs kernel_size >= 1, weighting rate or count and clip_balance weights or rate; "
+                f"got {cfg}"
+            )
         device = durations.device
         self.cfg = cfg
         self.durations = durations.to(torch.float32)
@@ -169,12 +177,29 @@ class AdaptiveSampler:
     def probabilities(self, stats: torch.Tensor | None = None) -> torch.Tensor:
         """Sampling probability ``[C, Bmax]`` (zero on bins past a clip's end), from ``stats`` (default: the sampler's
         own EMAs)."""
+        stats = self.stats if stats is None else stats
         w = self.weights(stats)
         gathered = torch.gather(w.unsqueeze(1).expand(-1, self.max_bins, -1), 2, self._kernel_index)
         smoothed = (gathered * self.kernel).sum(-1) * self.valid * self.clip_weights.unsqueeze(1)  # [C, Bmax]
-        total = smoothed.sum()
-        failure_part = torch.where(total > 0, smoothed / total.clamp(min=1e-12), self.base)
+        if self.cfg.clip_balance == "rate" and self.base.shape[0] > 1:
+            failure_part = self._balanced(smoothed, stats)
+        else:
+            total = smoothed.sum()
+            failure_part = torch.where(total > 0, smoothed / total.clamp(min=1e-12), self.base)
         return self.uniform_ratio * self.base + (1.0 - self.uniform_ratio) * failure_part
+
+    def _balanced(self, smoothed: torch.Tensor, stats: torch.Tensor) -> torch.Tensor:
+        """The failure part with ``clip_balance="rate"``: clip ``c`` gets ``w_c r_c / sum(w r)`` (``r_c``: its failures
+        per second of exposure; the clip weights where no clip failed), spread over its bins as ``smoothed`` (its base
+        where it has no failure)."""
+        within = smoothed.sum(1, keepdim=True)  # [C, 1]
+        spread = torch.where(within > 0, smoothed / within.clamp(min=1e-12), self.base / self.base.sum(1, keepdim=True))
+        exposure = stats[1].sum(1)
+        rate = stats[0].sum(1) / exposure.clamp(min=1e-6) * (exposure > 1e-6)  # [C]
+        share = rate * self.clip_weights
+        total = share.sum()
+        clip_share = torch.where(total > 0, share / total.clamp(min=1e-12), self.clip_weights)
+        return clip_share.unsqueeze(1) * spread
 
     def sample_from(self, u: torch.Tensor, stats: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(clip ids, times) from uniform numbers ``u`` ``[n, 2]`` in [0, 1): column 0 picks a bin by inverse CDF
