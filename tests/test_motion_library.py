@@ -115,12 +115,14 @@ def test_adaptive_sampler_moves_probability_to_failing_bins():
 
 @pytest.mark.parametrize("weighting", ["rate", "count"])
 def test_known_failure_statistics_give_the_hand_computed_start_distribution_across_and_within_clips(weighting):
-    """Clip 0 of 3 s (3 bins of 1 s), clip 1 of 1 s (1 bin), equal clip weights. The EMAs: clip 0 saw one failure
+    """With ``clip_balance="weights"`` (the default, ``rate``, is in the next test).
+    Clip 0 of 3 s (3 bins of 1 s), clip 1 of 1 s (1 bin), equal clip weights. The EMAs: clip 0 saw one failure
     in each bin, with 4, 2 and 1 s of exposure (the traffic of a clip's start is low: here it is high, so that the
     two weightings differ), clip 1 saw 0.5 failures in 0.25 s. Bin weights: rates [0.25, 0.5, 1] and [2], or counts
     [1, 1, 1] and [0.5]. Kernel [1, 0.8, 0.64] / 2.44 over the bin and the next two (clamped at the clip's last bin),
     then 0.1 of the base (each clip 0.5, shared over its bins) + 0.9 of the failure part."""
-    lib = MotionLibrary([ramp_clip(T=31), ramp_clip(T=11)], adaptive=AdaptiveSamplingConfig(weighting=weighting))
+    cfg = AdaptiveSamplingConfig(weighting=weighting, clip_balance="weights")
+    lib = MotionLibrary([ramp_clip(T=31), ramp_clip(T=11)], adaptive=cfg)
     sampler = lib.adaptive
     stats = torch.zeros_like(sampler.stats)
     stats[0, 0, :3], stats[1, 0, :3] = 1.0, torch.tensor([4.0, 2.0, 1.0])

@@ -40,11 +40,12 @@ class AdaptiveSamplingConfig:
     weighting: Literal["rate", "count"] = "count"
     """``count``: failures alone (BeyondMimic's; the default); ``rate``: failures per second of exposure in a bin, which
     does not starve a clip's first seconds (docs/ablations.md, long clips)."""
-    clip_balance: Literal["weights", "rate"] = "weights"
-    """How the failure part is shared between clips. ``weights``: one distribution over every bin of every clip (a
-    long clip, with more bins and more traffic, collects more failures and more starts); ``rate``: each clip's share
-    in proportion to its failure rate (failures per second of exposure over the whole clip, times its clip weight),
-    spread over its bins by ``weighting``. The same with one clip (docs/ablations.md, many clips)."""
+    clip_balance: Literal["weights", "rate"] = "rate"
+    """How the failure part is shared between clips. ``rate`` (the default): each clip's share in proportion to its
+    failure rate (failures per second of exposure over the whole clip, times its clip weight), spread over its bins by
+    ``weighting``; ``weights`` (before issue 30): one distribution over every bin of every clip, in which a long clip,
+    with more bins and more traffic, collects the failures and the starts. The same with one clip
+    (docs/ablations.md, many clips)."""
 
 
 def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
