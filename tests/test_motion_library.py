@@ -177,6 +177,19 @@ def test_clip_balance_by_rate_shares_the_starts_by_each_clip_failure_rate(weight
     assert torch.equal(one.probabilities(stats[:, :1, :3]), plain.probabilities(stats[:, :1, :3]))
 
 
+def test_saved_statistics_load_from_either_layout_and_other_clips_start_afresh():
+    """``load_saved`` (both envs' resume): the current layout, the failure EMA alone of older checkpoints (zero
+    exposure), and statistics of other clips (zeroed, reported)."""
+    sampler = MotionLibrary([ramp_clip(T=31), ramp_clip(T=11)]).adaptive
+    stats = torch.arange(2 * 2 * 3, dtype=torch.float32).view(2, 2, 3)
+    assert sampler.load_saved({"adaptive_sampler": stats}) is None and torch.equal(sampler.stats, stats)
+    assert sampler.load_saved({"adaptive_failures": stats[0]}) is None
+    assert torch.equal(sampler.stats[0], stats[0]) and float(sampler.stats[1].abs().sum()) == 0.0
+    assert sampler.load_saved({"adaptive_failures": torch.ones(5, 7)}) == "shape (5, 7)"
+    assert float(sampler.stats.abs().sum()) == 0.0
+    assert sampler.load_saved({}) == "none"
+
+
 def test_exposure_is_the_time_each_ended_episode_spent_in_each_bin():
     """Three episodes of a 3 s clip (1 s bins) end: at 2.5 s after 2 s (covers [0.5, 2.5]: 0.5, 1, 0.5 s), at 0.8 s
     after 3 s (clipped at the clip's start: [0, 0.8]), and one that did not end (ignored); the first failed."""

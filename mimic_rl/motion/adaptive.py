@@ -15,8 +15,9 @@ host syncs are in ``entropy()`` / ``top_bin()`` / ``stats_scalars()``, which are
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import torch
 
@@ -123,6 +124,21 @@ class AdaptiveSampler:
         """Count episodes that ended at motion ``times`` after ``spans`` seconds of motion, the ``failed`` ones as
         failures at their end."""
         self._pending += self._counts(clip_ids, times, failed, torch.ones_like(failed, dtype=torch.bool), spans)
+
+    def load_saved(self, state: Mapping[str, Any]) -> str | None:
+        """Restore the EMAs an env saved in ``state``: ``adaptive_sampler`` ``[2, C, B]``, or from before exposure was
+        counted the failure EMA alone, ``adaptive_failures`` ``[C, B]``, restored with zero exposure (failure counts
+        then resume exactly). Returns None when restored; else what was found (nothing, or another layout: other
+        clips), and the EMAs start afresh at zero."""
+        saved, old = state.get("adaptive_sampler"), state.get("adaptive_failures")
+        if saved is None and old is not None:
+            same = tuple(old.shape) == tuple(self.stats.shape[1:])
+            saved = torch.stack((old, torch.zeros_like(old))) if same else old
+        if saved is None or tuple(saved.shape) != tuple(self.stats.shape):
+            self.stats.zero_()
+            return "none" if saved is None else f"shape {tuple(saved.shape)}"
+        self.stats.copy_(saved.to(self.stats.device))
+        return None
 
     def update(self) -> None:
         """Fold the episodes recorded since the last call into the EMAs."""

@@ -239,22 +239,17 @@ class MjlabVecEnv:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()``; failure statistics of other clips (another bin layout) are left out, with a
         warning."""
-        stats = state.get("adaptive_sampler")
-        if self.mimic_command is None or (stats is None and "adaptive_failures" not in state):
+        if self.mimic_command is None or not {"adaptive_sampler", "adaptive_failures"} & state.keys():
             return
-        own = self.mimic_command.library.adaptive.stats
-        if stats is None:  # before exposure was counted: the failure EMA alone, restored with zero exposure
-            old = state["adaptive_failures"]
-            stats = torch.stack((old, torch.zeros_like(old))) if tuple(old.shape) == tuple(own.shape[1:]) else old
-        if tuple(stats.shape) != tuple(own.shape):
+        sampler = self.mimic_command.library.adaptive
+        found = sampler.load_saved(state)
+        if found is not None:
             warnings.warn(
-                f"env state: adaptive sampling statistics of {tuple(stats.shape)} (EMAs, clips, bins), this run has "
-                f"{tuple(own.shape)}: other motions; its sampling starts afresh",
+                f"env state: adaptive sampling statistics of {found} (EMAs, clips, bins), this run has "
+                f"{tuple(sampler.stats.shape)}: other motions; its sampling starts afresh",
                 UserWarning,
                 stacklevel=2,
             )
-            return
-        own.copy_(stats.to(own.device))
 
     def amp_expert_sampler(self, num: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``num`` expert AMP pairs (frame t, frame t + 1) of the task's motion, the features as in the ``amp``

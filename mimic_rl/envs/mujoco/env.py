@@ -463,25 +463,16 @@ class MujocoTrackingEnv:
             self._obs = self._tensordict({k: v.to(self.device).clone() for k, v in state["obs"].items()})
 
     def _load_sampler_stats(self, state: dict[str, Any]) -> None:
-        """The adaptive sampler's EMAs from ``state``. A checkpoint from before exposure was counted holds the failure
-        EMA alone (``adaptive_failures``, ``[C, B]``): it is restored with zero exposure (failure counts, the default,
-        resume exactly). Another layout restarts the EMAs, with a warning."""
-        own = self.library.adaptive.stats
-        stats = state.get("adaptive_sampler")
-        if stats is None and "adaptive_failures" in state:
-            old = state["adaptive_failures"]
-            stats = torch.stack((old, torch.zeros_like(old))) if old.shape == own.shape[1:] else old
-        if stats is None or tuple(stats.shape) != tuple(own.shape):
-            found = "none" if stats is None else f"shape {tuple(stats.shape)}"
+        """The adaptive sampler's EMAs from ``state`` (``AdaptiveSampler.load_saved``); another layout restarts them,
+        with a warning."""
+        found = self.library.adaptive.load_saved(state)
+        if found is not None:
             warnings.warn(
                 f"env state: adaptive sampling statistics of another layout ({found}, this env has "
-                f"{tuple(own.shape)}); its sampling starts afresh",
+                f"{tuple(self.library.adaptive.stats.shape)}); its sampling starts afresh",
                 UserWarning,
                 stacklevel=3,
             )
-            own.zero_()
-            return
-        own.copy_(stats.to(own.device))
 
     def close(self) -> None:
         """Release the physics thread pool."""
