@@ -88,13 +88,18 @@ def test_groups_shapes_and_step_extras(data_dir):
 
 def test_restarts_are_reference_state_init(data_dir):
     """After a reset every env stands at its clip's reference state (random clip and time) within the init noise;
-    with ``eval_clip`` every env starts at that clip's first frame."""
+    with ``eval_clip`` every env starts at that clip's first frame, or env i at clip ``eval_clip[i]``'s (a tensor: an
+    evaluation of several clips at once)."""
     env = shared_env(data_dir)
     command = env.mimic_command
     noise = command.cfg.init_noise
-    for eval_clip in (None, 1):
+    per_env = torch.arange(NUM_ENVS) % 2
+    for eval_clip in (None, per_env, 1):
         command.eval_clip = eval_clip
         env.reset()
+        if eval_clip is not None:
+            expected = per_env.tolist() if isinstance(eval_clip, torch.Tensor) else [eval_clip] * NUM_ENVS
+            assert command.clip_ids.tolist() == expected and command.motion_time.tolist() == [0.0] * NUM_ENVS
         ref = command.library.state(command.clip_ids, command.motion_time, command._ref_tracked)
         robot = command.robot_state()
         root = command.tracked.index("pelvis")
@@ -106,7 +111,6 @@ def test_restarts_are_reference_state_init(data_dir):
         assert float((robot.joint_pos - ref.joint_pos).abs().max()) <= noise.joint_pos + 1e-5
         assert float((robot.joint_vel - ref.joint_vel).abs().max()) <= noise.velocity + 1e-4
         assert float((robot.body_lin_vel_w[:, root] - ref.body_lin_vel_w[:, root]).abs().max()) <= noise.velocity + 1e-4
-    assert command.clip_ids.tolist() == [1] * NUM_ENVS and command.motion_time.tolist() == [0.0] * NUM_ENVS
     command.eval_clip = None
     env.reset()
 

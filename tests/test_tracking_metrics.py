@@ -96,6 +96,58 @@ def test_from_start_bookkeeping_hand_case():
     assert FromStartEvaluation(1, [], 0.5).result("x", 1.0, 2)["success_rate"] == 0.0  # alive but not told: no success
 
 
+def test_clips_played_at_once_keep_each_clips_bookkeeping_by_hand():
+    """Two clips of two envs each in one evaluation (env i plays clip i // 2): clip 0 is the hand case above (env 0
+    terminates at step 2, env 1 reaches the clip's end), clip 1 ends after one step (env 2 terminates, env 3 times
+    out). Clip 1's entry stops with its envs: later steps (clip 0 still playing) add nothing to it."""
+    from mimic_rl.tasks.tracking.from_start import EVAL_METRICS, FromStartEvaluation, clip_of_env
+
+    assert clip_of_env(2, 2).tolist() == [0, 0, 1, 1]
+    ev = FromStartEvaluation(2, ["a", "b"], step_dt=0.5, num_clips=2)
+    for step, (e0, e1) in enumerate([(10.0, 20.0), (30.0, 40.0), (999.0, 60.0)], start=1):
+        errors = torch.tensor([e0, e1, 7.0 * step, 9.0 * step])
+        metrics = {k: errors for k in EVAL_METRICS}
+        metrics["body_error_mm"] = torch.stack((errors, torch.tensor([0.0, 2.0, 1.0, 3.0])), dim=-1)
+        dones = torch.tensor([step == 2, False, step == 1, step == 1])
+        terminated = torch.tensor([step == 2, False, step == 1, False])
+        terms = {"height": terminated, "tilt": torch.tensor([False, step >= 2, False, False])}
+        ev.record(metrics, dones, terminated=terminated, terms=terms)
+    first = ev.result("clip", duration_s=1.5, clip_steps=3, end_is_success=True, clip=0)
+    assert first["success_rate"] == 0.5 and first["failure_times_s"] == [1.0]
+    assert first["failure_causes"] == {"height": 1, "tilt": 0}
+    assert first["global_mpjpe_mm"] == ((10 + 30) / 2 + (20 + 40 + 60) / 3) / 2
+    assert first["per_body_mpjpe_mm"] == {"a": (10 + 20 + 30 + 40 + 60) / 5, "b": 2.0 * 3 / 5}
+    assert first["over_time"]["alive"] == [2, 2, 1] and first["over_time"]["global_mpjpe_mm"] == [15.0, 35.0, 60.0]
+    second = ev.result("short", duration_s=0.5, clip_steps=1, clip=1)
+    assert second["success_rate"] == 0.5 and second["failure_times_s"] == [0.5]  # env 3 timed out at the end
+    assert second["failure_causes"] == {"height": 1, "tilt": 0}
+    assert second["global_mpjpe_mm"] == (7.0 + 9.0) / 2 and second["episode_length"] == 1.0
+    assert second["per_body_mpjpe_mm"] == {"a": 8.0, "b": 2.0}
+    assert second["over_time"] == {"time_s": [0.5], "global_mpjpe_mm": [8.0], "root_mpjpe_mm": [8.0], "alive": [2]}
+
+
+def test_start_clips_starts_every_env_at_the_first_frame_of_its_clip():
+    """``MujocoTrackingEnv.start_clips``: env i at the first frame of clip ``clip_ids[i]``, within the initial-state
+    noise (two standing clips 0.5 m apart)."""
+    from mimic_rl.motion import MotionClip
+
+    kin = RobotKinematics(humanoid28_config().mjcf)
+    base = synthetic_clip(kin, SyntheticMotionConfig(duration=0.4, fps=50.0, amplitude=0.0))
+    shifted = base.body_pos_w.copy()
+    shifted[..., 0] += 0.5
+    moved = MotionClip(**{**base.__dict__, "body_pos_w": shifted})
+    cfg = _cfg(TerminationConfig(anchor_height=None, anchor_tilt=None, ee_height=None))
+    cfg.env.sampling_mode = "start"
+    env = MujocoTrackingEnv(cfg.env, clips=[base, moved])
+    env.start_clips(torch.tensor([1, 0, 1, 1]))
+    assert env.clip_ids.tolist() == [1, 0, 1, 1] and env.motion_time.tolist() == [0.0] * 4
+    x = env.robot_state().body_pos_w[:, env.root, 0]
+    start_x = float(base.body_pos_w[0, 0, 0])
+    expected = torch.tensor([0.5, 0.0, 0.5, 0.5]) + start_x
+    assert float((x - expected).abs().max()) <= cfg.env.init_noise.root_pos + 0.02  # + one physics step of motion
+    env.close()
+
+
 def test_periodic_evaluation_logs_each_clip_and_keeps_a_history(tmp_path):
     """Two clips, evaluated from their start after every iteration: ``eval/<clip>/*`` scalars and one ``evals.jsonl``
     line per evaluation with each clip's success, termination times and causes (every episode fails at once here)."""

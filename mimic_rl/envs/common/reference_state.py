@@ -65,6 +65,13 @@ class ReferenceStateInit:
         its noisy physics row and a push timer."""
         clip_ids, times = self.library.sample_from(draws[:, :2], self.cfg.sampling_mode, stats)
         times = torch.where(draws[:, -1] < self.cfg.clip_start_probability, 0.0, times)
+        return self._restarts(clip_ids, times, draws)
+
+    def clip_starts(self, clip_ids: torch.Tensor, draws: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``candidates`` at the first frame of the given clips (``[n]``; an evaluation from each clip's start)."""
+        return self._restarts(clip_ids.to(draws.device), torch.zeros_like(draws[:, 0]), draws)
+
+    def _restarts(self, clip_ids: torch.Tensor, times: torch.Tensor, draws: torch.Tensor) -> dict[str, torch.Tensor]:
         low, high = self.cfg.push_interval_s
         rows = self.initial_states(clip_ids, times, 2.0 * draws[:, 3:-1] - 1.0)
         return {"clip_ids": clip_ids, "times": times, "rows": rows, "push_timer": low + (high - low) * draws[:, 2]}

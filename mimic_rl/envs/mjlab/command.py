@@ -115,8 +115,9 @@ class MimicMotionCommand(CommandTerm):
         self._failures_counted_at = -1
         self._result: dict[str, Any] | None = None
         self._obs: dict[str, torch.Tensor] | None = None
-        self.eval_clip: int | None = None
-        """When set, every restart is at this clip's first frame (evaluation from each clip's start)."""
+        self.eval_clip: int | torch.Tensor | None = None
+        """When set, every restart is at this clip's first frame, or env ``i``'s at clip ``eval_clip[i]``'s (a tensor
+        ``[N]``; evaluation from each clip's start)."""
 
     # ------------------------------------------------------------------ layout
     def _layout_from_names(self) -> None:
@@ -283,9 +284,12 @@ class MimicMotionCommand(CommandTerm):
             fresh = self._init.candidates(lib.adaptive.stats, draws)
             clip_ids, times, rows = fresh["clip_ids"], fresh["times"], fresh["rows"]
         else:
-            clip_ids = torch.full_like(draws[:, 0], self.eval_clip, dtype=torch.long)
-            times = torch.zeros_like(draws[:, 0])
-            rows = self._init.initial_states(clip_ids, times, 2.0 * draws[:, 3:-1] - 1.0)
+            if isinstance(self.eval_clip, torch.Tensor):
+                clip_ids = self.eval_clip.to(self.device)[env_ids]
+            else:
+                clip_ids = torch.full_like(draws[:, 0], self.eval_clip, dtype=torch.long)
+            fresh = self._init.clip_starts(clip_ids, draws)
+            clip_ids, times, rows = fresh["clip_ids"], fresh["times"], fresh["rows"]
         self.clip_ids[env_ids] = clip_ids
         self.motion_time[env_ids] = times
         self._write_state(env_ids, rows)

@@ -8,9 +8,9 @@ termination. The result has the layout of the embedded env's evaluation (``mimic
 ``mimic-rl plot`` reads both.
 
 This package's tasks (``MimicRL-Tracking-*``) are evaluated as the embedded env evaluates: every clip of the config's
-motions from its first frame (reference-state initialization with the configured noise, no randomization), in one
-env whose command restarts every env at that clip, with the same metrics (``extras["tracking"]``) and success
-(reaching the clip's end without a termination).
+motions from its first frame (reference-state initialization with the configured noise, no randomization), all clips
+at once in one env whose command restarts env ``i`` at clip ``i // num_envs``, with the same metrics
+(``extras["tracking"]``) and success (reaching the clip's end without a termination).
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ import torch
 from mimic_rl.envs.mjlab.config import MjlabEnvConfig, is_mimic_task
 from mimic_rl.envs.mjlab.env import MjlabVecEnv, make_mjlab_env
 from mimic_rl.errors import UsageError
+from mimic_rl.motion import expand_motion_paths
 from mimic_rl.tasks.tracking import joint_position_error
-from mimic_rl.tasks.tracking.from_start import FromStartEvaluation, play_from_start, summarize
+from mimic_rl.tasks.tracking.from_start import FromStartEvaluation, clip_of_env, play_clips_from_start, summarize
 
 __all__ = ["evaluate_mjlab"]
 
@@ -97,16 +98,19 @@ def _evaluate_motion(env: MjlabVecEnv, policy: Any, ee_bodies: tuple[str, ...], 
 
 
 def _evaluate_mimic_task(policy: Any, env_cfg: MjlabEnvConfig) -> dict[str, Any]:
-    """Every clip from its first frame, one after the other in one env (``MimicRL-Tracking-*``)."""
+    """Every clip from its first frame, all at once in one env of ``num_envs`` envs per clip (env ``i`` restarts
+    at clip ``i // num_envs``; ``MimicRL-Tracking-*``)."""
+    per_clip = env_cfg.num_envs
+    num_clips = len(expand_motion_paths(list(env_cfg.motions)))
+    env_cfg.num_envs = per_clip * num_clips
     env = make_mjlab_env(env_cfg)
     try:
         command = env.mimic_command
-        results = []
-        for clip_id, clip in enumerate(command.library.clips):
-            command.eval_clip = clip_id  # every restart at this clip's first frame
-            env.reset()
-            name = Path(str(clip.metadata.get("source", "clip"))).stem
-            results.append(play_from_start(env, policy, command.tracked, name, clip.duration))
+        clips = command.library.clips
+        command.eval_clip = clip_of_env(len(clips), per_clip, env.device)
+        env.reset()
+        names = [Path(str(clip.metadata.get("source", "clip"))).stem for clip in clips]
+        results = play_clips_from_start(env, policy, command.tracked, names, [clip.duration for clip in clips])
     finally:
         env.close()
     return {"clips": results, "summary": summarize(results), "env": f"mjlab:{env_cfg.task}"}

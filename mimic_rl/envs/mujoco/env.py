@@ -324,8 +324,12 @@ class MujocoTrackingEnv:
             groups = self._observe_into_fn(groups, rows, self._sensors, self.clip_ids, self.obs_time, self.last_actions)
         return groups
 
-    def _reset_all(self) -> TensorDict:
-        fresh = self._init.candidates(self.library.adaptive.stats, self._init.draws(self.num_envs, self._gen))
+    def _reset_all(self, clip_ids: torch.Tensor | None = None) -> TensorDict:
+        draws = self._init.draws(self.num_envs, self._gen)
+        if clip_ids is None:
+            fresh = self._init.candidates(self.library.adaptive.stats, draws)
+        else:
+            fresh = self._init.clip_starts(clip_ids, draws)
         self.clip_ids.copy_(fresh["clip_ids"])
         self.motion_time.copy_(fresh["times"])
         self.obs_time.copy_(fresh["times"])
@@ -340,6 +344,12 @@ class MujocoTrackingEnv:
         """Reset every env; returns (observations, extras)."""
         self._obs = self._reset_all()
         return self._obs, {}
+
+    def start_clips(self, clip_ids: torch.Tensor) -> TensorDict:
+        """Restart every env at the first frame of its clip in ``clip_ids`` ``[N]`` (with the initial-state noise),
+        for an evaluation of several clips at once; later episodes restart as configured. Returns the observations."""
+        self._obs = self._reset_all(clip_ids)
+        return self._obs
 
     # ------------------------------------------------------------------ step
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict[str, Any]]:

@@ -11,7 +11,9 @@ from typing import Any
 from mimic_rl.envs.mujoco.config import TrackingEnvConfig
 from mimic_rl.envs.mujoco.env import MujocoTrackingEnv
 from mimic_rl.envs.mujoco.physics import DomainRandomization
-from mimic_rl.tasks.tracking.from_start import play_from_start, summarize
+from mimic_rl.envs.mujoco.robots import robot_config
+from mimic_rl.motion import expand_motion_paths
+from mimic_rl.tasks.tracking.from_start import clip_of_env, play_clips_from_start, summarize
 
 __all__ = ["evaluate_mujoco", "play_env"]
 
@@ -23,26 +25,29 @@ def evaluate_mujoco(
     robot: Any = None,
     check_env: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
-    """Play every clip of ``cfg.env.motions`` from its first frame in ``num_envs`` envs of its own (reference-state
-    initialization with the configured noise, no domain randomization) with ``policy``; ``check_env`` sees the first
-    env before any clip is played, ``robot`` replaces the config's. Returns the JSON-ready per-clip dict."""
+    """Play every clip of ``cfg.env.motions`` from its first frame in ``num_envs`` envs per clip (reference-state
+    initialization with the configured noise, no domain randomization) with ``policy``, all clips at once in one env
+    (``play_clips_from_start``); ``check_env`` sees the env before it plays, ``robot`` replaces the config's. Returns
+    the JSON-ready per-clip dict."""
     env_cfg: TrackingEnvConfig = copy.deepcopy(cfg.env)
-    env_cfg.num_envs = num_envs
     env_cfg.sampling_mode = "start"
-    env_cfg.compile = False  # one short env per clip: compiling each (a minute or more) would not pay off
+    env_cfg.compile = False  # a short run: compiling the step (a minute or more) would not pay off
     env_cfg.randomization = DomainRandomization(enabled=False)
     env_cfg.device = cfg.runner.device
-    probe = MujocoTrackingEnv(copy.deepcopy(env_cfg), robot=robot)
-    if check_env is not None:
-        check_env(probe)
-    clips, body_names = probe.library.clips, probe.tracked
-    probe.close()
-    results = []
-    for clip in clips:
-        env_cfg.episode_length_s = max(env_cfg.episode_length_s, clip.duration + 1.0)  # only the clip's end stops it
-        env = MujocoTrackingEnv(copy.deepcopy(env_cfg), robot=robot, clips=[clip])
-        name = Path(str(clip.metadata.get("source", "clip"))).stem
-        results.append(play_from_start(env, policy, body_names, name, clip.duration))
+    robot = robot or robot_config(env_cfg.robot, env_cfg.robot_mjcf)
+    clips = [robot.load_clip(path, env_cfg.csv_fps) for path in expand_motion_paths(env_cfg.motions)]
+    longest = max(clip.duration for clip in clips)
+    env_cfg.episode_length_s = max(env_cfg.episode_length_s, longest + 1.0)  # only a clip's end stops an episode
+    env_cfg.num_envs = num_envs * len(clips)  # env i plays clip i // num_envs
+    env = MujocoTrackingEnv(env_cfg, robot=robot, clips=clips)
+    try:
+        if check_env is not None:
+            check_env(env)
+        if len(clips) > 1:
+            env.start_clips(clip_of_env(len(clips), num_envs, env.device))
+        names = [Path(str(clip.metadata.get("source", "clip"))).stem for clip in clips]
+        results = play_clips_from_start(env, policy, env.tracked, names, [clip.duration for clip in clips])
+    finally:
         env.close()
     return {"clips": results, "summary": summarize(results)}
 
