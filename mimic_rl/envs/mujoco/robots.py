@@ -14,6 +14,7 @@ from pathlib import Path
 
 import mujoco
 
+from mimic_rl.envs.common.robots import G1_ACTUATORS, G1_END_EFFECTORS, G1_HOME_POSE, ActuatorGroup
 from mimic_rl.errors import ConfigError
 from mimic_rl.motion import MotionClip, MotionFormatError, RobotKinematics, detect_format, load_motion
 
@@ -29,17 +30,6 @@ __all__ = [
 
 ASSETS = Path(__file__).parent / "assets"
 SENSOR_KINDS = ("framepos", "framequat", "framelinvel", "frameangvel")
-
-
-@dataclass(frozen=True)
-class ActuatorGroup:
-    """PD position control for the joints whose names match ``joints`` (a regex, full match)."""
-
-    joints: str
-    kp: float
-    kd: float
-    effort: float
-    armature: float | None = None
 
 
 @dataclass(frozen=True)
@@ -96,29 +86,13 @@ def humanoid28_config() -> RobotConfig:
 
 def g1_config(mjcf: str | Path) -> RobotConfig:
     """Unitree G1 (29 DoF) with the actuator facts of Unitree's motors (10 Hz, damping ratio 2) and its home pose."""
-    groups = (
-        ActuatorGroup(r".*_(shoulder_(pitch|roll|yaw)|elbow|wrist_roll)_joint", 14.25, 0.907, 25.0, 0.003610),
-        ActuatorGroup(r".*_hip_(pitch|yaw)_joint|waist_yaw_joint", 40.18, 2.558, 88.0, 0.010178),
-        ActuatorGroup(r".*_hip_roll_joint|.*_knee_joint", 99.10, 6.309, 139.0, 0.025102),
-        ActuatorGroup(r".*_wrist_(pitch|yaw)_joint", 16.78, 1.068, 5.0, 0.004250),
-        ActuatorGroup(r"waist_(pitch|roll)_joint|.*_ankle_(pitch|roll)_joint", 28.50, 1.814, 50.0, 0.007219),
-    )
-    home = {
-        r".*_hip_pitch_joint": -0.1,
-        r".*_knee_joint": 0.3,
-        r".*_ankle_pitch_joint": -0.2,
-        r".*_shoulder_pitch_joint": 0.2,
-        r".*_elbow_joint": 1.28,
-        r"left_shoulder_roll_joint": 0.2,
-        r"right_shoulder_roll_joint": -0.2,
-    }
     return RobotConfig(
         name="g1",
         mjcf=str(mjcf),
         anchor_body="torso_link",
-        end_effectors=("left_ankle_roll_link", "right_ankle_roll_link", "left_wrist_yaw_link", "right_wrist_yaw_link"),
-        actuators=groups,
-        default_joint_pos=home,
+        end_effectors=G1_END_EFFECTORS,
+        actuators=G1_ACTUATORS,
+        default_joint_pos=dict(G1_HOME_POSE),
         floor_friction=0.6,
     )
 

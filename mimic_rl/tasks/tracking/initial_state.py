@@ -10,7 +10,7 @@ from mimic_rl.utils import Range
 __all__ = ["InitNoise", "ResetSettings"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a simulator's config tree (Isaac Lab) does not rewrite it
 class InitNoise:
     """Reference-state initialization noise (uniform +-)."""
 

@@ -120,7 +120,7 @@ def joint_limit_penalty(
     return (below + above).sum(-1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a simulator's config tree (Isaac Lab) does not rewrite it
 class TrackingRewardConfig:
     """Weights and kernel widths of :func:`reward_terms` (and :func:`tracking_reward`); a term with weight 0 is not
     computed.

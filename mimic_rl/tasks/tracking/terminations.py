@@ -76,7 +76,7 @@ def end_effector_height_termination(
     return ((ref_ee_pos_w[..., 2] - ee_pos_w[..., 2]).abs() > threshold).any(-1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a simulator's config tree (Isaac Lab) does not rewrite it
 class TerminationConfig:
     """Thresholds of :func:`termination_terms` (and :func:`tracking_terminations`); ``None`` switches a term off.
 
