@@ -173,7 +173,10 @@ def _add_config_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--motion", nargs="+", help="motion files or folders (default: the config's env.motions)")
     cmd.add_argument("--robot", choices=["humanoid28", "g1"], help="the robot (default: the config's env.robot)")
     cmd.add_argument(
-        "--robot-mjcf", metavar="XML", help="the robot's MJCF, needed for --robot g1 (default: the config's)"
+        "--robot-mjcf",
+        metavar="XML",
+        help="the robot's MJCF, needed for --robot g1; isaaclab:MimicRL-Tracking-G1 makes its USD from it (default: "
+        "the config's)",
     )
     cmd.add_argument("--csv-fps", type=_FPS, help="frame rate of CSV motions (default: the config's env.csv_fps)")
     cmd.add_argument(

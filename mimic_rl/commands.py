@@ -113,15 +113,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg, runner, log_dir = _start_run(args)
     what = f"distilling {cfg.teacher.checkpoint} into a student" if distill else "training"
     subject = getattr(cfg.env, "robot", None) or f"{cfg.env.backend}:{cfg.env.task}"
-    print(
-        f"{what}: {subject} on {cfg.env.motions} with {runner.env.num_envs} envs, {runner.threads.describe()}; logs in "
-        f"{log_dir}"
-    )
+    clips = f" on {cfg.env.motions}" if cfg.env.motions else ""
+    print(f"{what}: {subject}{clips} with {runner.env.num_envs} envs, {runner.threads.describe()}; logs in {log_dir}")
     runner.learn()
     runner.close()
     checkpoint = log_dir / f"model_{runner.iteration}.pt"
     print(f"checkpoint: {checkpoint}")
-    if not args.no_eval:
+    if not args.no_eval and not cfg.env.motions:  # a simulator's own task without motion clips (e.g. Isaac-Humanoid)
+        print(f"eval: skipped ({subject} has no motion clips to evaluate from their first frame)")
+    elif not args.no_eval:
         evaluation = _evaluate(checkpoint, cfg.runner.eval_envs, device=cfg.runner.device, threads=cfg.runner.threads)
         (log_dir / "eval.json").write_text(json.dumps(evaluation, indent=2))
         from mimic_rl.plotting import plot_eval

@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from mimic_rl.errors import CheckpointError, UsageError
+from mimic_rl.errors import CheckpointError, ConfigError, UsageError
 from mimic_rl.files import check_file
 
 __all__ = ["PACKAGE_ROOT", "resolve_motion", "run_config"]
@@ -46,10 +46,12 @@ def _distill_source(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
-def _env_option(cfg: Any, option: str | None) -> None:
+def _env_option(cfg: Any, option: str | None, overrides: list[str] = ()) -> None:
     """``--env mujoco | mjlab:TASK | isaaclab:TASK``: replace the config's env section by that backend's defaults (the
-    config's own env section stays when it already names that backend and task)."""
+    config's own env section stays when it already names that backend and task) with the ``--set env.*``
+    ``overrides`` applied again."""
     from mimic_rl.config import env_config
+    from mimic_rl.config_files import apply_overrides, override_for
     from mimic_rl.envs.registry import backend_names, env_config_class
 
     if option is None:
@@ -63,7 +65,13 @@ def _env_option(cfg: Any, option: str | None) -> None:
         )
     if cfg.env.backend == name and (not task or cfg.env.task == task):
         return  # the config describes this env already
-    cfg.env = env_config({"backend": name, **({"task": task} if task else {}), "seed": cfg.env.seed})
+    data = {"env": {"backend": name, **({"task": task} if task else {}), "seed": cfg.env.seed}}
+    env_overrides = [text for text in overrides if text.strip().startswith("env.")]
+    try:
+        cfg.env = env_config(apply_overrides(data, env_overrides)["env"])
+    except ConfigError as exc:
+        culprit = override_for(str(exc), env_overrides)
+        raise ConfigError(f"--set {culprit}: {exc}" if culprit else str(exc)) from None
 
 
 def run_config(args: argparse.Namespace) -> Any:
@@ -77,7 +85,7 @@ def run_config(args: argparse.Namespace) -> Any:
         cfg = load_config(_distill_source(args), DistillConfig, overrides=overrides)
     else:
         cfg = load_config(args.task, what="--task", overrides=overrides)
-    _env_option(cfg, getattr(args, "env", None))
+    _env_option(cfg, getattr(args, "env", None), overrides)
     _env_overrides(cfg, args)
     if args.iterations is not None:
         cfg.runner.max_iterations = args.iterations
@@ -115,8 +123,10 @@ def _env_overrides(cfg: Any, args: argparse.Namespace) -> None:
                 f"{flag}: applies to the embedded env (--env mujoco), not to {cfg.env.backend}; leave it out"
             )
         setattr(cfg.env, key, value)
-    if hasattr(cfg.env, "robot_mjcf"):
+    if hasattr(cfg.env, "robot"):
         _check_robot_mjcf(cfg.env.robot, cfg.env.robot_mjcf, given=args.robot_mjcf is not None)
+    elif getattr(cfg.env, "robot_mjcf", None) is not None:  # a simulator task made from the robot's MJCF
+        check_file(cfg.env.robot_mjcf, "--robot-mjcf", "pass the robot's MJCF (XML) file, e.g. the G1's g1.xml")
 
 
 def _check_robot_mjcf(robot: Any, mjcf: str | None, given: bool) -> None:

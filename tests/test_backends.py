@@ -4,6 +4,7 @@ cycle; simulators that are not installed give one line and exit code 2."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -154,7 +155,6 @@ def test_the_package_import_graph_has_no_cycle():
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ("isaaclab:Isaac-Velocity-Flat-G1-v0", "error: env.backend isaaclab: Isaac Lab is not installed"),
         ("mujoco:task", "error: --env: expected mujoco, mjlab:<task id> or isaaclab:<task id>, found 'mujoco:task'"),
         ("mjlab", "error: --env: expected mujoco, mjlab:<task id> or isaaclab:<task id>, found 'mjlab'"),
     ],
@@ -168,6 +168,22 @@ def test_env_option_errors_are_one_line(tmp_path, env, message):
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith(message) and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_isaaclab_missing_is_one_line(tmp_path):
+    """Without Isaac Lab, ``--env isaaclab:...`` is one line with the install command (with it,
+    ``tests/test_isaaclab_task.py`` runs it)."""
+    if importlib.util.find_spec("isaaclab") is not None:
+        pytest.skip("Isaac Lab is installed here: tests/test_isaaclab_task.py runs it")
+    result = subprocess.run(
+        [sys.executable, "-m", "mimic_rl.cli", "train", "--env", "isaaclab:Isaac-Humanoid", "--log-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: env.backend isaaclab: Isaac Lab is not installed"), result.stderr
+    assert "python tools/install_isaaclab.py" in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_mjlab_missing_is_one_line(tmp_path):
@@ -195,3 +211,19 @@ def test_mjlab_missing_is_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr.startswith("error: env.backend mjlab: mjlab is not installed"), result.stderr
     assert 'pip install -e ".[mjlab]"' in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_set_env_keys_apply_to_the_env_that_env_picks():
+    """``--env`` replaces the config's env section by the backend's defaults; the ``--set env.*`` of the command line
+    apply to that section (before, they were dropped silently), and a key the backend does not have is named."""
+    from mimic_rl.cli import build_parser
+    from mimic_rl.errors import ConfigError
+    from mimic_rl.run_config import run_config
+
+    def config(*argv: str):
+        return run_config(build_parser().parse_args(["train", "--env", "mjlab:MimicRL-Tracking-G1", *argv]))
+
+    cfg = config("--set", "env.num_future_frames=3", "--set", "algorithm.gamma=0.98")
+    assert cfg.env.backend == "mjlab" and cfg.env.num_future_frames == 3 and cfg.algorithm["gamma"] == 0.98
+    with pytest.raises(ConfigError, match=r"^--set env.robot=g1: env.robot: unknown key"):
+        config("--set", "env.robot=g1")

@@ -5,8 +5,9 @@ Only ``mimic_rl/envs/<backend>/`` imports a backend: the runners and the command
 here. Backends are registered as import paths (``"module:attribute"``), so reading a config imports only the backend it
 names, and a backend whose simulator is not installed fails with one line that says how to install it. Registering a
 backend also registers its config class with ``mimic_rl.config``. Built in:
-``mujoco`` (the embedded MuJoCo env), ``mjlab`` (any task in mjlab's registry) and ``isaaclab`` (any Isaac Lab task
-through ``gym.make`` and ``isaaclab_rl``'s rsl_rl wrapper). Another package adds one with ``register_backend``.
+``mujoco`` (the embedded MuJoCo env), ``mjlab`` (any task in mjlab's registry) and ``isaaclab`` (any Isaac Lab 3.0
+task through ``gym.make`` and ``isaaclab_rl``'s rsl_rl wrapper, without Isaac Sim). Another package adds one with
+``register_backend``.
 """
 
 from __future__ import annotations
@@ -166,6 +167,7 @@ register_backend(
 )
 register_backend(
     "isaaclab",
-    "mimic_rl.envs.isaaclab:IsaacLabEnvConfig",
-    "mimic_rl.envs.isaaclab:make_isaaclab_env",
+    "mimic_rl.envs.isaaclab.config:IsaacLabEnvConfig",
+    "mimic_rl.envs.isaaclab.env:make_isaaclab_env",
+    "mimic_rl.envs.isaaclab.evaluation:evaluate_isaaclab",
 )

@@ -10,6 +10,7 @@ and the adaptive sampler's statistics in checkpoints. A backend subclasses it fo
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -95,6 +96,18 @@ class ManagerTaskVecEnv:
         extras["tracking"] = {"terminated": result["terminated"], "body_error_mm": result["body_error_mm"]}
         extras["tracking"].update(result["values"])
         extras["termination_terms"] = result["termination_terms"]
+
+    def play_clips_from_start(self, policy: Any, envs_per_clip: int) -> list[dict[str, Any]]:
+        """This package's task: every clip of its library from its first frame at once (env ``i`` restarts at clip
+        ``i // envs_per_clip``), until each env's first episode ends; one entry per clip (``play_clips_from_start``)."""
+        from mimic_rl.tasks.tracking.from_start import clip_of_env, play_clips_from_start
+
+        command = self.mimic_command
+        clips = command.library.clips
+        command.eval_clip = clip_of_env(len(clips), envs_per_clip, self.device)
+        self.reset()
+        names = [Path(str(clip.metadata.get("source", "clip"))).stem for clip in clips]
+        return play_clips_from_start(self, policy, command.tracked, names, [clip.duration for clip in clips])
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps of the env: on this package's tasks the adaptive sampler's statistics (the physics

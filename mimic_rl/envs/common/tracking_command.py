@@ -36,7 +36,20 @@ from mimic_rl.tasks.tracking import (
     step_evaluation,
 )
 
-__all__ = ["G1_END_EFFECTORS", "TrackingCommand", "TrackingCommandSettings", "load_clips"]
+__all__ = [
+    "COMMAND",
+    "G1_END_EFFECTORS",
+    "TrackingCommand",
+    "TrackingCommandSettings",
+    "load_clips",
+    "observation_group",
+    "tracking_reward",
+    "tracking_terminated",
+    "tracking_time_out",
+]
+
+COMMAND = "motion"
+"""The name of the command term of this package's tasks (the term every task term below reads)."""
 
 
 def load_clips(motions: list[str], csv_fps: float | None, kinematics: RobotKinematics) -> list[MotionClip]:
@@ -294,3 +307,29 @@ class TrackingCommand:
         self.clip_ids[env_ids] = fresh["clip_ids"]
         self.motion_time[env_ids] = fresh["times"]
         self._write_rows(env_ids, fresh["rows"])
+
+
+# ---------------------------------------------------------------------- the task's terms (mjlab's and Isaac Lab's)
+def _command(env: Any, command_name: str) -> TrackingCommand:
+    return env.command_manager.get_term(command_name)
+
+
+def observation_group(env: Any, command_name: str, group: str) -> torch.Tensor:
+    """One observation group of the task's command (the whole group is one term)."""
+    return _command(env, command_name).observations()[group]
+
+
+def tracking_reward(env: Any, command_name: str) -> torch.Tensor:
+    """The step's tracking reward ``[N]`` (``mimic_rl.tasks.tracking.tracking_reward``; the simulator's reward manager
+    scales it by the step's dt)."""
+    return _command(env, command_name).step_result()["reward"]
+
+
+def tracking_terminated(env: Any, command_name: str) -> torch.Tensor:
+    """The step's tracking terminations, bool ``[N]`` (``mimic_rl.tasks.tracking.tracking_terminations``)."""
+    return _command(env, command_name).step_result()["terminated"]
+
+
+def tracking_time_out(env: Any, command_name: str) -> torch.Tensor:
+    """bool ``[N]``: the episode limit or the clip's end, and no termination."""
+    return _command(env, command_name).step_result()["time_outs"]

@@ -27,7 +27,7 @@ from mimic_rl.envs.mjlab.env import MjlabVecEnv, make_mjlab_env
 from mimic_rl.errors import UsageError
 from mimic_rl.motion import expand_motion_paths
 from mimic_rl.tasks.tracking import joint_position_error
-from mimic_rl.tasks.tracking.from_start import FromStartEvaluation, clip_of_env, play_clips_from_start, summarize
+from mimic_rl.tasks.tracking.from_start import FromStartEvaluation, summarize
 
 __all__ = ["evaluate_mjlab"]
 
@@ -105,12 +105,7 @@ def _evaluate_mimic_task(policy: Any, env_cfg: MjlabEnvConfig) -> dict[str, Any]
     env_cfg.num_envs = per_clip * num_clips
     env = make_mjlab_env(env_cfg)
     try:
-        command = env.mimic_command
-        clips = command.library.clips
-        command.eval_clip = clip_of_env(len(clips), per_clip, env.device)
-        env.reset()
-        names = [Path(str(clip.metadata.get("source", "clip"))).stem for clip in clips]
-        results = play_clips_from_start(env, policy, command.tracked, names, [clip.duration for clip in clips])
+        results = env.play_clips_from_start(policy, per_clip)
     finally:
         env.close()
     return {"clips": results, "summary": summarize(results), "env": f"mjlab:{env_cfg.task}"}

@@ -18,38 +18,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
+from mimic_rl.envs.common.tracking_command import (
+    COMMAND,
+    observation_group,
+    tracking_reward,
+    tracking_terminated,
+    tracking_time_out,
+)
 
 __all__ = ["MIMIC_G1", "MIMIC_G1_AMP", "mimic_g1_env_cfg", "register_tasks"]
 
 MIMIC_G1 = "MimicRL-Tracking-G1"
 MIMIC_G1_AMP = "MimicRL-Tracking-G1-AMP"
-COMMAND = "motion"
-"""The name of the task's command term (its ``MimicMotionCommand``)."""
-
-
-def _command(env: Any, command_name: str) -> Any:
-    return env.command_manager.get_term(command_name)
-
-
-def observation_group(env: Any, command_name: str, group: str) -> torch.Tensor:
-    """One observation group of the task's command (the whole group is one term)."""
-    return _command(env, command_name).observations()[group]
-
-
-def tracking_reward(env: Any, command_name: str) -> torch.Tensor:
-    """The step's tracking reward ``[N]`` (``mimic_rl.tasks.tracking.tracking_reward``, not yet scaled by dt)."""
-    return _command(env, command_name).step_result()["reward"]
-
-
-def tracking_terminated(env: Any, command_name: str) -> torch.Tensor:
-    """The step's tracking terminations, bool ``[N]`` (``mimic_rl.tasks.tracking.tracking_terminations``)."""
-    return _command(env, command_name).step_result()["terminated"]
-
-
-def tracking_time_out(env: Any, command_name: str) -> torch.Tensor:
-    """bool ``[N]``: the episode limit or the clip's end, and no termination."""
-    return _command(env, command_name).step_result()["time_outs"]
 
 
 def _group(name: str) -> Any:
