@@ -21,8 +21,6 @@ import importlib.metadata
 import subprocess
 import sys
 
-from packaging.requirements import Requirement
-
 ISAACLAB = "isaaclab==3.0.0"
 EXTRA = ["mujoco-usd-converter==0.6.1"]
 """What this package adds: the MJCF-to-USD converter of ``MimicRL-Tracking-G1`` (0.6 is its release for MuJoCo 3.12,
@@ -44,6 +42,8 @@ SKIPPED = {
 
 def requirements() -> list[str]:
     """The installed Isaac Lab wheel's requirements for this platform, less ``SKIPPED`` (extras left out)."""
+    from packaging.requirements import Requirement  # installed by main() where a fresh environment lacks it
+
     out = []
     for line in importlib.metadata.requires("isaaclab") or []:
         req = Requirement(line)
@@ -73,6 +73,12 @@ def main() -> int:
         return 1
     if args.dry_run:
         return 0
+    try:
+        import packaging.requirements  # noqa: F401  (to read the wheel's requirement lines)
+    except ImportError:
+        if subprocess.call([*pip, "packaging"]):
+            return 1
+        importlib.invalidate_caches()
     rest = [*pip, *requirements(), *EXTRA]
     print(" ".join(rest), flush=True)
     return 1 if subprocess.call(rest) else 0
