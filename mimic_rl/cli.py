@@ -131,8 +131,10 @@ output: tracking metrics printed every second of simulated time, or the --video 
     "export": """example:
   mimic-rl export --checkpoint runs/first/model_300.pt --output runs/first/export
 
-outputs in --output, all or nothing: policy.onnx (unless --no-onnx), policy.pt (TorchScript), policy.json (inputs,
-joints, gains) and README.md (the observation layout, action scaling and control rate, for a robot driver).""",
+outputs in --output, all or nothing: policy.onnx (unless --no-onnx), policy.pt (TorchScript), policy.json (the
+deployment contract: observation terms in order with sizes, units, noise and latency; joints, action scale and offset,
+PD gains, control rate), README.md and, for the embedded env, robot.mjb (the MuJoCo model with its sensors); with
+--bake-motion reference.npz and policy_baked.onnx. Run it without torch: python tools/sim2sim.py DIR.""",
     "convert": """example:
   mimic-rl convert B_HandsUp.csv --robot g1.xml --csv-fps 60 --fps 50 --output hands_up.npz
 
@@ -265,6 +267,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--num-envs", type=_whole(1), default=8, help="envs per clip")
     ev.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     ev.add_argument("--threads", type=_whole(1), metavar="N", help=THREADS_HELP)
+    ev.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        metavar="env.KEY=VALUE",
+        help="override one key of the checkpoint's env config (repeatable), e.g. --set env.deploy.noise=false "
+        "(default: none)",
+    )
     ev.set_defaults(func=cmd_eval)
     pl = command("plot", "PNGs from an eval JSON and the training log")
     pl.add_argument("eval_json", help="an eval.json of mimic-rl eval or train")
@@ -284,6 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--checkpoint", required=True, help="a model_<N>.pt of mimic-rl train or distill")
     ex.add_argument("--output", required=True, help="the folder to write")
     ex.add_argument("--no-onnx", action="store_true", help="write the TorchScript and metadata only")
+    ex.add_argument(
+        "--bake-motion",
+        action="store_true",
+        help="also write reference.npz (the first clip at every control step, for tools/sim2sim.py) and "
+        "policy_baked.onnx (that clip inside the graph: inputs policy, time_step, anchor_quat_w)",
+    )
     ex.set_defaults(func=cmd_export)
     cv = command("convert", "convert motion files (or folders of them) to this package's npz")
     cv.add_argument("inputs", nargs="+", help="motion files (npz, CSV) or folders of them")

@@ -196,10 +196,13 @@ def _evaluate(
     what: str = "--checkpoint",
     device: str = "cpu",
     threads: int | None = None,
+    overrides: list[str] | None = None,
 ) -> dict[str, Any]:
+    from mimic_rl.run_config import override_env
     from mimic_rl.runners.evaluation import evaluate_policy
 
     cfg, actor, state = load_policy(checkpoint, what, device)
+    override_env(cfg, list(overrides or []))
     if threads is not None:
         cfg.runner.threads = threads  # --threads
     if motions:
@@ -229,7 +232,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     out = _output_file(args.output, "--output")
     device = check_device(args.device, "--device")
-    evaluation = _evaluate(args.checkpoint, args.num_envs, args.motion, device=device, threads=args.threads)
+    evaluation = _evaluate(
+        args.checkpoint, args.num_envs, args.motion, device=device, threads=args.threads, overrides=args.overrides
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(evaluation, indent=2))
     _print_summary(evaluation)
@@ -338,11 +343,12 @@ def _print_play(env: Any, actor: Any, policy: Any, steps: int) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """ONNX + TorchScript + metadata of a checkpoint's deterministic policy (a distilled student's too)."""
-    _export(args.checkpoint, _output_folder(args.output, "--output"), onnx=not args.no_onnx)
+    output = _output_folder(args.output, "--output")
+    _export(args.checkpoint, output, onnx=not args.no_onnx, bake=args.bake_motion)
     return 0
 
 
-def _export(checkpoint: str | Path, output: str | Path, onnx: bool) -> None:
+def _export(checkpoint: str | Path, output: str | Path, onnx: bool, bake: bool = False) -> None:
     """Export ``checkpoint``'s policy into the folder ``output``, all at once (a failure leaves it as it was)."""
     from mimic_rl.envs.registry import has_play_env, make_play_env
     from mimic_rl.export import check_onnx_export, export_policy, policy_metadata
@@ -352,6 +358,7 @@ def _export(checkpoint: str | Path, output: str | Path, onnx: bool) -> None:
         check_onnx_export()  # before any work: a missing onnx is one line, not a traceback after the TorchScript
     cfg, actor, state = load_policy(checkpoint)
     facts = {"checkpoint": str(checkpoint), "iteration": int(state.get("iteration", 0))}
+    extra: dict[str, Any] = {}
     if not has_play_env(cfg.env.backend):  # no env is built: the policy's inputs are the config's observation groups
         groups = state.get("obs_groups") or cfg.obs_groups
         meta = policy_metadata(actor, simulator=f"{cfg.env.backend}:{cfg.env.task}", obs_groups=groups, **facts)
@@ -362,14 +369,46 @@ def _export(checkpoint: str | Path, output: str | Path, onnx: bool) -> None:
         try:
             check_policy_fits_env(actor, env, checkpoint, state["config"])
             meta = policy_metadata(actor, env, **facts)
+            extra = _deploy_files(actor, env, cfg, meta, bake)
         finally:
             env.close()
-    paths = export_policy(actor, output, meta, onnx=onnx)
+    if bake and not extra:
+        raise UsageError(f"--bake-motion: expected a policy of the embedded MuJoCo env, found {cfg.env.backend}")
+    paths = export_policy(actor, output, meta, onnx=onnx, extra_files=extra)
     for kind, path in paths.items():
         print(f"{kind}: {path}")
     skipped = json.loads(paths["metadata"].read_text())["check"].get("skipped", [])
     for what in skipped:
         print(f"note: not checked: {what}")
+
+
+def _deploy_files(actor: Any, env: Any, cfg: Any, meta: dict[str, Any], bake: bool) -> dict[str, Any]:
+    """The embedded env's deployment contract (into ``meta``) and the writers of its files: ``robot.mjb`` and, with
+    ``bake``, ``reference.npz`` and ``policy_baked.onnx``; {} for another backend's env."""
+    if not hasattr(env, "model") or not hasattr(env, "reference_at"):
+        return {}
+    from mimic_rl.envs.registry import make_play_env
+    from mimic_rl.export.contract import bake_reference, deploy_contract, noise_free, observation_layout
+    from mimic_rl.models.obs_groups import ObsGroups
+
+    groups = ObsGroups.resolve(cfg.obs_groups, env.get_observations()).to_dict()
+    meta["obs_groups"] = groups
+    meta["deploy"] = deploy_contract(env, groups)
+    meta["observation_layout"] = observation_layout(meta["deploy"], meta["observation_layout"], len(env.joint_names))
+    files: dict[str, Any] = {"robot.mjb": env.model}
+    if bake:
+        if groups.get("actor_reference") != "deploy_reference":
+            raise UsageError(
+                "--bake-motion: expected a policy that reads deploy_reference (a student of --task distill_deploy), "
+                f"found one that reads {groups.get('actor_reference')!r}"
+            )
+        baking = make_play_env(noise_free(env.cfg))
+        try:
+            files["reference.npz"] = bake_reference(baking)
+        finally:
+            baking.close()
+        files["policy_baked.onnx"] = (actor, files["reference.npz"])
+    return files
 
 
 # ---------------------------------------------------------------------------------------------------- convert

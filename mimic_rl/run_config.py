@@ -46,6 +46,24 @@ def _distill_source(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
+def override_env(cfg: Any, overrides: list[str]) -> None:
+    """Lay ``--set env.KEY=VALUE`` ``overrides`` over ``cfg.env`` (``mimic-rl eval``: e.g. the deployable sensors'
+    noise off); another key is a ``UsageError``."""
+    from mimic_rl.config import env_config, to_dict
+    from mimic_rl.config_files import apply_overrides, override_for
+
+    others = [text for text in overrides if not text.strip().startswith("env.")]
+    if others:
+        raise UsageError(f"--set {others[0]}: expected an env.* key here (an evaluation changes only the env)")
+    if not overrides:
+        return
+    try:
+        cfg.env = env_config(apply_overrides({"env": to_dict(cfg.env)}, overrides)["env"])
+    except ConfigError as exc:
+        culprit = override_for(str(exc), overrides)
+        raise ConfigError(f"--set {culprit}: {exc}" if culprit else str(exc)) from None
+
+
 def _env_option(cfg: Any, option: str | None, overrides: list[str] = ()) -> None:
     """``--env mujoco | mjlab:TASK | isaaclab:TASK``: replace the config's env section by that backend's defaults (the
     config's own env section stays when it already names that backend and task) with the ``--set env.*``

@@ -54,7 +54,7 @@ def test_export_without_onnx_is_one_line_and_writes_nothing(checkpoint, tmp_path
     assert list(tmp_path.iterdir()) == []  # no folder, no staging folder, no parent folder
     # TorchScript alone needs no onnx
     assert main(["export", "--checkpoint", str(checkpoint), "--output", str(out), "--no-onnx"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "policy.json", "policy.pt"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "policy.json", "policy.pt", "robot.mjb"]
 
 
 def test_a_failure_mid_export_leaves_no_partial_folder(checkpoint, tmp_path, monkeypatch):
@@ -84,13 +84,13 @@ def test_exporting_into_an_existing_folder_replaces_the_export_and_keeps_other_f
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     assert main(["export", "--checkpoint", str(checkpoint), "--output", str(out)]) == 0
-    files = ["README.md", "notes.txt", "policy.json", "policy.onnx", "policy.pt"]
+    files = ["README.md", "notes.txt", "policy.json", "policy.onnx", "policy.pt", "robot.mjb"]
     assert sorted(p.name for p in out.iterdir()) == files
     assert main(["export", "--checkpoint", str(checkpoint), "--output", str(out), "--no-onnx"]) == 0
     # the old policy.onnx would not match this export's policy.json: it goes; the user's file stays
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "notes.txt", "policy.json", "policy.pt"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "notes.txt", "policy.json", "policy.pt", "robot.mjb"]
     assert (out / "notes.txt").read_text() == "mine" and _siblings(out) == ["export"]
-    assert json.loads((out / "policy.json").read_text())["files"] == {"torchscript": "policy.pt"}
+    assert json.loads((out / "policy.json").read_text())["files"] == {"torchscript": "policy.pt", "robot": "robot.mjb"}
 
 
 def test_readme_and_json_give_the_actors_sizes_the_obs_order_and_the_control_rate(checkpoint, tmp_path):
@@ -113,7 +113,7 @@ def test_readme_and_json_give_the_actors_sizes_the_obs_order_and_the_control_rat
     assert meta["joint_names"] == list(env.joint_names)
     # the layout is the env's: last_action and projected gravity sit where the table says
     slices = dict(re.findall(r"\| `([^`]+)` \| \d+ \| `\[(\d+:\d+)\]` \|", readme))
-    last, gravity = (slice(*map(int, slices[name].split(":"))) for name in ("last_action", "projected_gravity_b"))
+    last, gravity = (slice(*map(int, slices[name].split(":"))) for name in ("last_action", "projected_gravity"))
     action = torch.linspace(-0.5, 0.5, a).unsqueeze(0)
     obs, *_ = env.step(action)
     env.close()

@@ -26,7 +26,15 @@ from mimic_rl.models.actor_critic import Actor
 
 __all__ = ["EXPORT_FILES", "ExportedPolicy", "check_onnx_export", "export_policy", "policy_metadata"]
 
-EXPORT_FILES = ("policy.pt", "policy.onnx", "policy.json", "README.md")
+EXPORT_FILES = (
+    "policy.pt",
+    "policy.onnx",
+    "policy.json",
+    "README.md",
+    "robot.mjb",
+    "reference.npz",
+    "policy_baked.onnx",
+)
 """What an export writes; re-exporting into a folder replaces them all (a file this export skips is removed)."""
 
 
@@ -126,7 +134,7 @@ def _layout(env: Any) -> dict[str, Any]:
         ["joint_vel", j],
         ["anchor_lin_vel_b", 3],
         ["anchor_ang_vel_b", 3],
-        ["projected_gravity_b", 3],
+        ["projected_gravity", 3],
         ["last_action", a],
     ]
     frame = [
@@ -163,15 +171,27 @@ def check_onnx_export() -> None:
 
 
 def export_policy(
-    actor: Actor, output_dir: str | Path, metadata: dict[str, Any] | None = None, onnx: bool = True, atol: float = 1e-5
+    actor: Actor,
+    output_dir: str | Path,
+    metadata: dict[str, Any] | None = None,
+    onnx: bool = True,
+    atol: float = 1e-5,
+    extra_files: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
-    """Write ``policy.pt`` (TorchScript), ``policy.onnx``, ``policy.json`` and ``README.md``; verify the graphs
-    against torch. All or nothing: on any error ``output_dir`` is left as it was (or absent)."""
+    """Write ``policy.pt`` (TorchScript), ``policy.onnx``, ``policy.json``, ``README.md`` and ``extra_files``
+    (``mimic_rl.export.contract.write_deploy_files``); verify the graphs against torch. All or nothing: on any error
+    ``output_dir`` is left as it was (or absent)."""
+    from mimic_rl.export.contract import write_deploy_files
+
     if onnx:
         check_onnx_export()
     out = Path(output_dir)
     with staged_folder(out, owned=EXPORT_FILES) as staging:
         files, check = _write_graphs(actor, staging, onnx, atol)
+        if extra_files:
+            baked = write_deploy_files(staging, extra_files, atol)
+            check["max_abs_error_vs_torch"].update(baked)
+            files.update({Path(name).stem.replace(".", "_"): name for name in extra_files})
         meta = {**(metadata or policy_metadata(actor)), "files": dict(files)}
         meta["check"] = check
         (staging / "policy.json").write_text(json.dumps(meta, indent=2))

@@ -255,6 +255,8 @@ def check_policy_fits_env(
 ) -> None:
     """Raise ``CheckpointError`` unless ``actor`` reads ``env``'s observations and acts with its number of actions (an
     evaluation on motions of another robot, say); ``trained_config`` is the checkpoint's config dict."""
+    from mimic_rl.models.obs_groups import ObsGroups
+
     obs = env.get_observations()
     mine = dict(getattr(actor, "config", None) or {})
     ref = mine.get("ref_shape")
@@ -263,9 +265,17 @@ def check_policy_fits_env(
         "ref_shape": list(ref) if ref else None,
         "num_actions": mine.get("num_actions"),
     }
+    try:  # the groups it was trained on (a deployable student reads deploy_policy and deploy_reference)
+        groups = ObsGroups.resolve(trained_config.get("obs_groups"), obs)
+    except ValueError as exc:
+        raise CheckpointError(
+            f"{path}: {what}: expected a policy for this env, found one trained on {trained_on(trained_config)} "
+            f"that reads groups this env lacks ({exc}); evaluate it with the env it was trained in"
+        ) from None
+    reference = groups.actor_reference
     here = {
-        "obs_dim": int(obs["policy"].shape[-1]),
-        "ref_shape": list(obs["reference"].shape[1:]) if ref and "reference" in obs.keys() else None,
+        "obs_dim": int(groups.actor_obs(obs).shape[-1]),
+        "ref_shape": list(obs[reference].shape[1:]) if ref and reference else None,
         "num_actions": int(env.num_actions),
     }
     if theirs != here:

@@ -8,7 +8,13 @@ from typing import Annotated, Literal
 from mimic_rl.envs.mujoco.physics import DomainRandomization
 from mimic_rl.motion.adaptive import AdaptiveSamplingConfig
 from mimic_rl.motion.clip import FPS_RANGE
-from mimic_rl.tasks.tracking import InitNoise, ResetSettings, TerminationConfig, TrackingRewardConfig
+from mimic_rl.tasks.tracking import (
+    DeployObservations,
+    InitNoise,
+    ResetSettings,
+    TerminationConfig,
+    TrackingRewardConfig,
+)
 from mimic_rl.utils import Range
 
 __all__ = ["InitNoise", "TrackingEnvConfig"]
@@ -40,6 +46,9 @@ class TrackingEnvConfig:
     reward: TrackingRewardConfig = field(default_factory=TrackingRewardConfig)
     termination: TerminationConfig = field(default_factory=TerminationConfig)
     randomization: DomainRandomization = field(default_factory=DomainRandomization)
+    deploy: DeployObservations = field(default_factory=DeployObservations)
+    """The deployable observation groups (``deploy_policy``, ``deploy_reference``) with sensor noise, latency and
+    action delay (``mimic_rl.tasks.tracking.deploy``); off by default."""
     action_offset: Literal["default", "reference"] = "default"
     """PD targets are ``offset + action_scale * action``: ``"default"`` offsets from the default pose; ``"reference"``
     from the reference's joint positions one policy step ahead (a residual policy: zero action tracks the reference

@@ -25,6 +25,7 @@ import torch
 from tensordict import TensorDict
 
 from mimic_rl.envs.common.reference_state import ReferenceStateInit
+from mimic_rl.envs.common.sensor_model import ActionDelay, SensorChannels
 from mimic_rl.envs.mujoco.config import InitNoise, TrackingEnvConfig
 from mimic_rl.envs.mujoco.physics import BatchedPhysics
 from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, robot_config
@@ -35,6 +36,7 @@ from mimic_rl.tasks.tracking import (
     TrackingMetrics,
     clip_ends,
     observation_groups,
+    observation_terms,
     step_evaluation,
 )
 from mimic_rl.utils import compiled_or_eager
@@ -76,6 +78,12 @@ class MujocoTrackingEnv:
         threads = cfg.num_threads if cfg.num_threads is not None else torch.get_num_threads()
         self.physics = BatchedPhysics(model, self.num_envs, threads, cfg.randomization, cfg.seed)
         self._layout(sensor_adr)
+        deploy = cfg.deploy
+        channels = SensorChannels(deploy, model.nu, self.num_actions, self.num_envs, cfg.device, cfg.seed)
+        self._channels = channels if deploy.enabled else None  # noise and latency of the deployable groups
+        delay = deploy.action_delay_steps if deploy.enabled else 0
+        self._action_delay = ActionDelay(delay, self.num_envs, self.num_actions, cfg.device)
+        self._observation_table = observation_terms(deploy.enabled)
         # on the CPU whatever the device: the physics is the CPU's, and the same seed then gives the same initial
         # states, pushes and evaluation on every device (a CUDA generator draws a different stream)
         self._gen = torch.Generator().manual_seed(cfg.seed)
@@ -205,6 +213,16 @@ class MujocoTrackingEnv:
             body_ang_vel_w=body[..., 10:13],
         )
 
+    def reference_at(self, clip_ids: torch.Tensor, times: torch.Tensor) -> tuple[BodyState, BodyState]:
+        """The reference as the env observes it at ``times`` ``[M]``: the future frames ``[M, K]`` of the anchor alone
+        and the current frame of the tracked bodies (the export bakes a clip with it)."""
+        return self._reference(clip_ids, times)
+
+    def initial_state(self, env_index: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``(qpos, qvel)`` of one env's current physics state (copies)."""
+        row = self.physics.state[env_index]
+        return row[self.physics.qpos_slice].copy(), row[self.physics.qvel_slice].copy()
+
     def robot_state(self) -> BodyState:
         """The tracked bodies' and joints' current states (the latest sensor readings) of every env."""
         return self._state_from_sensors(self._sensors)
@@ -217,7 +235,7 @@ class MujocoTrackingEnv:
 
     # ------------------------------------------------------------------ observations
     def _observation_groups(self, robot: BodyState, future: BodyState, last_actions: torch.Tensor) -> dict:
-        return observation_groups(robot, future, self.tracking_layout, last_actions)
+        return observation_groups(robot, future, self.tracking_layout, last_actions, self.cfg.deploy.enabled)
 
     def _observe(
         self, sensor: torch.Tensor, clip_ids: torch.Tensor, obs_time: torch.Tensor, last_actions: torch.Tensor
@@ -267,7 +285,7 @@ class MujocoTrackingEnv:
         scale = self.step_dt if self.cfg.reward_scale_by_dt else 1.0
         out = step_evaluation(
             self.cfg.reward, self.cfg.termination, robot, ref, future, self.tracking_layout, actions, last_actions,
-            truncated, scale,
+            truncated, scale, observation_table=self._observation_table,
         )  # fmt: skip
         out["reward"] = out["reward"] * scale
         terminated, time_outs, values = out["terminated"], out["time_outs"], out["values"]
@@ -338,7 +356,11 @@ class MujocoTrackingEnv:
         self._restart(torch.arange(self.num_envs, device=self.device), fresh["rows"])
         self.actions.zero_()
         self.last_actions.zero_()
-        return self._tensordict(self._observe(self._sensors, self.clip_ids, self.obs_time, self.last_actions))
+        self._action_delay.restart()
+        groups = self._observe(self._sensors, self.clip_ids, self.obs_time, self.last_actions)
+        if self._channels is not None:
+            groups = self._channels(groups, None)
+        return self._tensordict(groups)
 
     def reset(self) -> tuple[TensorDict, dict]:
         """Reset every env; returns (observations, extras)."""
@@ -373,7 +395,7 @@ class MujocoTrackingEnv:
                 "algorithm.learning_rate, or resume from an earlier checkpoint)"
             )
         self.actions = actions.detach().to(self.device, torch.float32)
-        targets = self._action_offset() + self.action_scale * self.actions
+        targets = self._action_offset() + self.action_scale * self._action_delay(self.actions)
         self._push()
         self.physics.step(targets.cpu().double().numpy(), self.cfg.decimation)
         self._sync_sensors()
@@ -386,13 +408,13 @@ class MujocoTrackingEnv:
         out = self._evaluate_fn(self._sensors, *bookkeeping, self.actions, self.last_actions, *sampler)
         values, terminated, time_outs, dones = out["values"], out["terminated"], out["time_outs"], out["dones"]
         self.metrics.add_sums(values.keys(), out["metric_sums"], float(self.num_envs))
-        obs = self._tensordict(out["obs"])
+        obs = final = self._tensordict(out["obs"])
         extras = {
             "time_outs": time_outs,
             "log": out["log"],
             "tracking": {"terminated": terminated, "body_error_mm": out["body_error_mm"], **values},
             "termination_terms": out["termination_terms"],
-            "final_observations": obs,
+            "final_observations": final,
         }
         self.last_actions = out["last_actions"]
         reset_ids = dones.nonzero().squeeze(-1)
@@ -406,7 +428,10 @@ class MujocoTrackingEnv:
             for name, value in resets["next"].items():
                 getattr(self, name).copy_(value)
             self._restart(reset_ids, resets["rows"])
+            self._action_delay.restart(reset_ids)
             obs = self._tensordict(self._observe_reset(out["obs"], reset_ids))
+        if self._channels is not None:
+            obs = self._tensordict(self._channels(dict(obs.items()), reset_ids))
         self._obs = obs
         return obs, out["reward"], dones, extras
 
@@ -416,7 +441,8 @@ class MujocoTrackingEnv:
         return self.library.state(self.clip_ids, self.motion_time + self.step_dt, bodies=()).joint_pos
 
     def _push(self) -> None:
-        if not self.cfg.randomization.enabled or self.cfg.randomization.push_velocity <= 0:
+        dr = self.cfg.randomization
+        if not dr.enabled or not dr.pushes or dr.push_velocity <= 0:
             return
         self._push_timer -= self.step_dt
         due = (self._push_timer <= 0).nonzero().squeeze(-1)
@@ -447,6 +473,7 @@ class MujocoTrackingEnv:
             "adaptive_sampler": self.library.adaptive.stats.clone(),
             "obs": {k: v.clone() for k, v in self._obs.items()},
             **{k: getattr(self, k).clone() for k in _ENV_TENSORS},
+            **({} if self._channels is None else {"sensor_channels": self._channels.state_dict(self._action_delay)}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -469,6 +496,8 @@ class MujocoTrackingEnv:
         self._load_sampler_stats(state)
         for k in _ENV_TENSORS:
             getattr(self, k).copy_(state[k])
+        if self._channels is not None and "sensor_channels" in state:
+            self._channels.load_state_dict(state["sensor_channels"], self._action_delay)
         if "obs" in state:
             self._obs = self._tensordict({k: v.to(self.device).clone() for k, v in state["obs"].items()})
 

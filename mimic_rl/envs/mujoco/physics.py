@@ -25,14 +25,26 @@ FULL_STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
 
 @dataclass(frozen=True)
 class DomainRandomization:
-    """Physics randomization; ``enabled=False`` gives every env the nominal model and no pushes."""
+    """Physics randomization; ``enabled=False`` gives every env the nominal model and no pushes.
+
+    Each kind is on or off by its switch: ``friction`` (on), ``com`` (on), ``pd_gains`` (on), ``link_masses`` (off)
+    and ``pushes`` (on). A model variant draws one friction scale, one root centre-of-mass offset, one PD gain scale
+    and one mass scale per body (mass and inertia together), each uniform in its range.
+    """
 
     enabled: bool = True
     num_model_variants: Annotated[int, Range(1)] = 16
+    friction: bool = True
     friction_scale: tuple[float, float] = (0.7, 1.3)
+    com: bool = True
     com_offset: Annotated[float, Range(0)] = 0.02
     """Uniform +- metres added to the root body's centre of mass."""
+    pd_gains: bool = True
     pd_gain_scale: tuple[float, float] = (0.9, 1.1)
+    link_masses: bool = False
+    link_mass_scale: tuple[float, float] = (0.9, 1.1)
+    """Each body's mass and inertia are multiplied by a factor of this range (per body, per variant)."""
+    pushes: bool = True
     push_interval_s: tuple[float, float] = (1.0, 3.0)
     push_velocity: Annotated[float, Range(0)] = 0.5
     """Maximum horizontal velocity (m/s) added to the root by a push."""
@@ -72,11 +84,19 @@ class BatchedPhysics:
 
     def _randomized(self, dr: DomainRandomization) -> mujoco.MjModel:
         m = copy.copy(self.model)
-        m.geom_friction[:, 0] *= self.rng.uniform(*dr.friction_scale)
-        m.body_ipos[1] += self.rng.uniform(-dr.com_offset, dr.com_offset, size=3)
-        scale = self.rng.uniform(*dr.pd_gain_scale)
-        m.actuator_gainprm[:, 0] *= scale
-        m.actuator_biasprm[:, 1:3] *= scale
+        if dr.friction:
+            m.geom_friction[:, 0] *= self.rng.uniform(*dr.friction_scale)
+        if dr.com:
+            m.body_ipos[1] += self.rng.uniform(-dr.com_offset, dr.com_offset, size=3)
+        if dr.pd_gains:
+            scale = self.rng.uniform(*dr.pd_gain_scale)
+            m.actuator_gainprm[:, 0] *= scale
+            m.actuator_biasprm[:, 1:3] *= scale
+        if dr.link_masses:
+            mass = self.rng.uniform(*dr.link_mass_scale, size=m.nbody)
+            mass[0] = 1.0  # the world body
+            m.body_mass[:] = m.body_mass * mass
+            m.body_inertia[:] = m.body_inertia * mass[:, None]
         return m
 
     def assign_variants(self, env_ids: np.ndarray, variants: np.ndarray | None = None) -> None:

@@ -7,6 +7,15 @@ these functions; nothing here imports a simulator. The step's MDP is tables of t
 
 from mimic_rl.tasks.tracking.amp_features import amp_feature_dim, amp_features
 from mimic_rl.tasks.tracking.context import StepContext
+from mimic_rl.tasks.tracking.deploy import (
+    DEPLOY_GROUPS,
+    DEPLOYABLE_TERMS,
+    DeployObservations,
+    SensorModel,
+    deploy_reference,
+    deploy_reference_dim,
+    term_sizes,
+)
 from mimic_rl.tasks.tracking.initial_state import InitNoise, ResetSettings
 from mimic_rl.tasks.tracking.metrics import (
     TrackingMetrics,
@@ -61,11 +70,15 @@ from mimic_rl.tasks.tracking.terms import (
 )
 
 __all__ = [
+    "DEPLOYABLE_TERMS",
+    "DEPLOY_GROUPS",
     "BodyState",
+    "DeployObservations",
     "InitNoise",
     "ObservationTerm",
     "ResetSettings",
     "RewardTerm",
+    "SensorModel",
     "StepContext",
     "TerminationConfig",
     "TerminationTerm",
@@ -84,6 +97,8 @@ __all__ = [
     "body_linear_velocity_reward",
     "body_pose_in_anchor_frame",
     "clip_ends",
+    "deploy_reference",
+    "deploy_reference_dim",
     "end_effector_error",
     "end_effector_height_termination",
     "evaluate_observations",
@@ -106,6 +121,7 @@ __all__ = [
     "reward_terms",
     "root_relative_mpjpe",
     "step_evaluation",
+    "term_sizes",
     "termination_terms",
     "tracking_metrics",
     "tracking_reward",

@@ -11,6 +11,7 @@ import torch
 
 from mimic_rl.rotations import quat_apply_inverse
 from mimic_rl.tasks.tracking.context import StepContext
+from mimic_rl.tasks.tracking.deploy import deploy_reference
 from mimic_rl.tasks.tracking.observations import body_pose_in_anchor_frame, projected_gravity, reference_observation
 from mimic_rl.tasks.tracking.terms import ObservationTerm
 
@@ -111,11 +112,22 @@ def _groups() -> dict[str, tuple[ObservationTerm, ...]]:
     }
 
 
+def _deploy_groups(policy: tuple[ObservationTerm, ...]) -> dict[str, tuple[ObservationTerm, ...]]:
+    imu_and_encoders = tuple(t for t in policy if t.name != "anchor_lin_vel_b")
+    return {
+        "deploy_policy": imu_and_encoders,
+        "deploy_reference": (ObservationTerm("deploy_reference", deploy_reference),),
+    }
+
+
 _GROUPS = _groups()
+_DEPLOY_GROUPS = {**_GROUPS, **_deploy_groups(_GROUPS["policy"])}
 
 
-def observation_terms() -> dict[str, tuple[ObservationTerm, ...]]:
+def observation_terms(deployable: bool = False) -> dict[str, tuple[ObservationTerm, ...]]:
     """The groups of the embedded env and mjlab task, in order: ``policy`` (proprioception and the last action),
     ``reference`` (the future reference frames), ``critic`` (``policy``'s terms, the body poses in the anchor frame,
-    the anchor's height) and ``amp`` (joint positions and velocities). A new dict each call (the rows are shared)."""
-    return dict(_GROUPS)
+    the anchor's height) and ``amp`` (joint positions and velocities); with ``deployable`` also ``deploy_policy``
+    (``policy`` less the anchor's linear velocity) and ``deploy_reference`` (``mimic_rl.tasks.tracking.deploy``).
+    A new dict each call (the rows are shared)."""
+    return dict(_DEPLOY_GROUPS if deployable else _GROUPS)
