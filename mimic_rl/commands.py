@@ -384,7 +384,8 @@ def _export(checkpoint: str | Path, output: str | Path, onnx: bool, bake: bool =
 
 def _deploy_files(actor: Any, env: Any, cfg: Any, meta: dict[str, Any], bake: bool) -> dict[str, Any]:
     """The embedded env's deployment contract (into ``meta``) and the writers of its files: ``robot.mjb`` and, with
-    ``bake``, ``reference.npz`` and ``policy_baked.onnx``; {} for another backend's env."""
+    ``bake``, ``reference.npz`` and (a policy reading ``deploy_reference``) ``policy_baked.onnx``; {} for another
+    backend's env."""
     if not hasattr(env, "model") or not hasattr(env, "reference_at"):
         return {}
     from mimic_rl.envs.registry import make_play_env
@@ -397,17 +398,15 @@ def _deploy_files(actor: Any, env: Any, cfg: Any, meta: dict[str, Any], bake: bo
     meta["observation_layout"] = observation_layout(meta["deploy"], meta["observation_layout"], len(env.joint_names))
     files: dict[str, Any] = {"robot.mjb": env.model}
     if bake:
-        if groups.get("actor_reference") != "deploy_reference":
-            raise UsageError(
-                "--bake-motion: expected a policy that reads deploy_reference (a student of --task distill_deploy), "
-                f"found one that reads {groups.get('actor_reference')!r}"
-            )
+        if groups.get("actor_reference") is None:
+            raise UsageError("--bake-motion: expected a policy that reads a reference command, found one without")
         baking = make_play_env(noise_free(env.cfg))
         try:
             files["reference.npz"] = bake_reference(baking)
         finally:
             baking.close()
-        files["policy_baked.onnx"] = (actor, files["reference.npz"])
+        if groups["actor_reference"] == "deploy_reference":  # the graph computes the reference from an IMU's reading
+            files["policy_baked.onnx"] = (actor, files["reference.npz"])
     return files
 
 

@@ -172,11 +172,28 @@ def test_the_baked_onnx_reproduces_the_reference_command(student):
         env.close()
 
 
-def test_baking_needs_a_deployable_student(tmp_path, student, capsys):
+def test_a_teacher_export_bakes_its_clip_and_the_runner_reads_its_privileged_terms(tmp_path, student):
     run, _ = student
-    teacher = run.parent / "teacher" / "model_1.pt"
-    assert main(["export", "--checkpoint", str(teacher), "--output", str(tmp_path / "x"), "--bake-motion"]) == 2
-    assert "deploy_reference" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    teacher, out = run.parent / "teacher" / "model_1.pt", tmp_path / "teacher"
+    assert main(["export", "--checkpoint", str(teacher), "--output", str(out), "--bake-motion"]) == 0
+    assert (out / "reference.npz").is_file() and not (out / "policy_baked.onnx").exists()  # no IMU-only graph
+    contract = json.loads((out / "policy.json").read_text())["deploy"]
+    assert contract["deployable"] is False
+    assert contract["privileged_terms"] == ["anchor_lin_vel_b", "reference_frames"]
+    sim2sim = _sim2sim()
+    exported = sim2sim.Contract(out)
+    builder = sim2sim.ObservationBuilder(exported, exported.model(), noise=True, latency=True)
+    cfg = load_config(load_checkpoint(teacher)["config"])
+    env = MujocoTrackingEnv(noise_free(cfg.env))
+    try:
+        obs = env.get_observations()
+        for step in range(4):
+            policy, reference = builder(env.physics.sensordata[0].copy(), step, env.last_actions[0].numpy(), step == 0)
+            np.testing.assert_allclose(policy, obs["policy"][0].numpy(), atol=1e-5)
+            np.testing.assert_allclose(reference, obs["reference"][0].numpy(), atol=1e-5)
+            obs, *_ = env.step(torch.full((1, env.num_actions), 0.1))
+    finally:
+        env.close()
 
 
 def test_sensor_latency_and_noise_by_hand():

@@ -124,8 +124,9 @@ class ObservationBuilder:
         self.policy_terms = inputs["policy"]["terms"]
         self.ref_terms = inputs["reference"]["terms"] if inputs["reference"] else []
         for term in self.policy_terms + self.ref_terms:
-            if term["name"] not in ("anchor_lin_vel_b", *DEPLOYABLE):
-                raise SystemExit(f"error: the policy reads {term['name']!r}, which a robot cannot observe")
+            if term["name"] not in (*PRIVILEGED, *DEPLOYABLE):
+                raise SystemExit(f"error: the policy reads {term['name']!r}, which this runner cannot compute")
+        self.privileged = [t["name"] for t in self.policy_terms + self.ref_terms if t["name"] in PRIVILEGED]
         self.noise, self.latency = noise, latency
         self.rng = np.random.default_rng(seed)
         sensors = contract.deploy["sensors"]
@@ -165,6 +166,12 @@ class ObservationBuilder:
             values["deploy_reference"] = np.concatenate(
                 (t["future_joint_pos"][step], t["future_joint_vel"][step], rel), axis=-1
             )
+            if self.ref_terms[0]["name"] == "reference_frames":  # privileged: the reference's position from the robot's
+                offset = t["future_anchor_pos"][step] - self.read(sensordata, f"framepos:{self.anchor}")
+                pos = quat_rotate_inverse(np.broadcast_to(q, ref_quat.shape), offset)
+                values["reference_frames"] = np.concatenate(
+                    (t["future_joint_pos"][step], t["future_joint_vel"][step], pos, rel), axis=-1
+                )
         return values
 
     def __call__(
@@ -196,6 +203,8 @@ class ObservationBuilder:
 
 
 DEPLOYABLE = ("joint_pos_rel", "joint_vel", "anchor_ang_vel_b", "projected_gravity", "last_action", "deploy_reference")
+PRIVILEGED = ("anchor_lin_vel_b", "reference_frames")
+"""Terms a robot cannot compute without a state estimator; a simulation can (a teacher's sim2sim run)."""
 
 
 def _sensor_span(model: Any, name: str) -> tuple[int, int]:
@@ -296,6 +305,7 @@ def run(folder: str | Path, noise: bool = True, latency: bool = True, seed: int 
         "root_mpjpe_mm": float(np.mean(root_errors)),
         "episode_length_fraction": step / c.steps,
         "terminations": fired,
+        "privileged_terms": obs.privileged,
         "noise": noise,
         "latency": latency,
     }
@@ -335,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{100 * summary['episode_length_fraction']:.0f}% of the clip ({len(runs)} run(s), noise "
         f"{'on' if not args.no_noise else 'off'}, latency {'on' if not args.no_latency else 'off'})"
     )
+    if runs[0]["privileged_terms"]:
+        print(f"note: the policy reads {runs[0]['privileged_terms']}, which a robot without a state estimator lacks")
     if args.output:
         Path(args.output).write_text(json.dumps({"runs": runs, "summary": summary}, indent=2))
     return 0

@@ -197,6 +197,7 @@ def bake_reference(env: Any) -> dict[str, np.ndarray]:
         "future_joint_pos": future.joint_pos.cpu().numpy(),
         "future_joint_vel": future.joint_vel.cpu().numpy(),
         "future_anchor_quat": future.body_quat_w[:, :, 0].cpu().numpy(),
+        "future_anchor_pos": future.body_pos_w[:, :, 0].cpu().numpy(),
         "body_pos_w": ref.body_pos_w.cpu().numpy(),
         "anchor_quat_w": ref.body_quat_w[:, anchor].cpu().numpy(),
         "joint_pos": ref.joint_pos.cpu().numpy(),
