@@ -108,6 +108,8 @@ def test_sim2sim_runs_without_torch_and_matches_eval(student, tmp_path):
         assert sim[key] == pytest.approx(ev[key], rel=0.05), key
     helped = subprocess.run([sys.executable, str(alone), "--help"], capture_output=True, text=True)
     assert "success" in helped.stdout and "root-relative MPJPE" in helped.stdout
+    bad = subprocess.run([sys.executable, str(alone), str(tmp_path)], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "expected an export file" in bad.stderr
 
 
 def _env_of(run: Path, latency: bool) -> MujocoTrackingEnv:

@@ -26,11 +26,17 @@ import json
 import sys
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 __all__ = ["Contract", "ObservationBuilder", "main", "run"]
+
+
+def _fail(message: str) -> NoReturn:
+    """Print ``message`` (one line) and exit with code 2."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
 
 
 # ------------------------------------------------------------------------------------------- quaternions (wxyz)
@@ -91,10 +97,10 @@ class Contract:
         for name in ("policy.json", "policy.onnx", "robot.mjb", "reference.npz"):
             if not (self.folder / name).is_file():
                 hint = " (export with mimic-rl export --bake-motion)" if name == "reference.npz" else ""
-                raise SystemExit(f"error: {self.folder / name}: expected an export file, found none{hint}")
+                _fail(f"error: {self.folder / name}: expected an export file, found none{hint}")
         self.meta = json.loads((self.folder / "policy.json").read_text())
         if "deploy" not in self.meta:
-            raise SystemExit(f"error: {self.folder}/policy.json: expected a deployment contract (deploy), found none")
+            _fail(f"error: {self.folder}/policy.json: expected a deployment contract (deploy), found none")
         self.deploy = self.meta["deploy"]
         with np.load(self.folder / "reference.npz") as data:
             self.table = {k: data[k] for k in data.files}
@@ -125,7 +131,7 @@ class ObservationBuilder:
         self.ref_terms = inputs["reference"]["terms"] if inputs["reference"] else []
         for term in self.policy_terms + self.ref_terms:
             if term["name"] not in (*PRIVILEGED, *DEPLOYABLE):
-                raise SystemExit(f"error: the policy reads {term['name']!r}, which this runner cannot compute")
+                _fail(f"error: the policy reads {term['name']!r}, which this runner cannot compute")
         self.privileged = [t["name"] for t in self.policy_terms + self.ref_terms if t["name"] in PRIVILEGED]
         self.noise, self.latency = noise, latency
         self.rng = np.random.default_rng(seed)
@@ -212,7 +218,7 @@ def _sensor_span(model: Any, name: str) -> tuple[int, int]:
 
     sid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, name)
     if sid < 0:
-        raise SystemExit(f"error: robot.mjb: expected the sensor {name!r} the contract names, found none")
+        _fail(f"error: robot.mjb: expected the sensor {name!r} the contract names, found none")
     adr = int(model.sensor_adr[sid])
     return adr, adr + int(model.sensor_dim[sid])
 
