@@ -57,7 +57,7 @@ class DeployObservations:
     """The deployable groups and their sensor models (``env.deploy``); off by default (no groups, no cost).
 
     Defaults: BeyondMimic's observation noise (joint positions 0.01 rad, velocities 0.5 rad/s, gyro 0.2 rad/s,
-    gravity 0.05, anchor orientation 0.05) and one control step (20 ms at 50 Hz) of latency on every sensor; no
+    anchor orientation 0.05; gravity 0.05) and one control step (20 ms at 50 Hz) of latency on every sensor; no
     action delay. ``noise: false`` or ``latency: false`` switch all of them off at once (checks, sim2sim).
     """
 
