@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -188,6 +190,12 @@ def test_saved_statistics_load_from_either_layout_and_other_clips_start_afresh()
     assert sampler.load_saved({"adaptive_failures": torch.ones(5, 7)}) == "shape (5, 7)"
     assert float(sampler.stats.abs().sum()) == 0.0
     assert sampler.load_saved({}) == "none"
+    with pytest.warns(UserWarning, match=r"another layout \(shape \(5, 7\), this run has \(2, 2, 3\)"):
+        sampler.restore({"adaptive_sampler": torch.ones(5, 7)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sampler.restore({"adaptive_sampler": stats})  # the current layout: silent
+    assert torch.equal(sampler.stats, stats)
 
 
 def test_exposure_is_the_time_each_ended_episode_spent_in_each_bin():

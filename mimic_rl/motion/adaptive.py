@@ -15,6 +15,7 @@ host syncs are in ``entropy()`` / ``top_bin()`` / ``stats_scalars()``, which are
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -139,6 +140,18 @@ class AdaptiveSampler:
             return "none" if saved is None else f"shape {tuple(saved.shape)}"
         self.stats.copy_(saved.to(self.stats.device))
         return None
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """``load_saved``, with a warning when ``state`` holds no statistics or those of another layout (other clips):
+        the sampling then starts afresh."""
+        found = self.load_saved(state)
+        if found is not None:
+            warnings.warn(
+                f"env state: adaptive sampling statistics of another layout ({found}, this run has "
+                f"{tuple(self.stats.shape)}: other motions); its sampling starts afresh",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def update(self) -> None:
         """Fold the episodes recorded since the last call into the EMAs."""

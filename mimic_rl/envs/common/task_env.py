@@ -9,7 +9,6 @@ and the adaptive sampler's statistics in checkpoints. A backend subclasses it fo
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -121,15 +120,7 @@ class ManagerTaskVecEnv:
         warning."""
         if self.mimic_command is None or not {"adaptive_sampler", "adaptive_failures"} & state.keys():
             return
-        sampler = self.mimic_command.library.adaptive
-        found = sampler.load_saved(state)
-        if found is not None:
-            warnings.warn(
-                f"env state: adaptive sampling statistics of {found} (EMAs, clips, bins), this run has "
-                f"{tuple(sampler.stats.shape)}: other motions; its sampling starts afresh",
-                UserWarning,
-                stacklevel=2,
-            )
+        self.mimic_command.library.adaptive.restore(state)
 
     def close(self) -> None:
         """Close the simulator's env."""

@@ -493,25 +493,13 @@ class MujocoTrackingEnv:
         else:  # a CUDA generator's state, saved before the env drew on the CPU: the stream restarts from the seed
             message = "the checkpoint's env random stream is a CUDA generator's; restarting it from the seed"
             warnings.warn(message, stacklevel=2)
-        self._load_sampler_stats(state)
+        self.library.adaptive.restore(state)
         for k in _ENV_TENSORS:
             getattr(self, k).copy_(state[k])
         if self._channels is not None and "sensor_channels" in state:
             self._channels.load_state_dict(state["sensor_channels"], self._action_delay)
         if "obs" in state:
             self._obs = self._tensordict({k: v.to(self.device).clone() for k, v in state["obs"].items()})
-
-    def _load_sampler_stats(self, state: dict[str, Any]) -> None:
-        """The adaptive sampler's EMAs from ``state`` (``AdaptiveSampler.load_saved``); another layout restarts them,
-        with a warning."""
-        found = self.library.adaptive.load_saved(state)
-        if found is not None:
-            warnings.warn(
-                f"env state: adaptive sampling statistics of another layout ({found}, this env has "
-                f"{tuple(self.library.adaptive.stats.shape)}); its sampling starts afresh",
-                UserWarning,
-                stacklevel=3,
-            )
 
     def close(self) -> None:
         """Release the physics thread pool."""
