@@ -261,3 +261,16 @@ def test_noise_latency_and_delay_resume_exactly(data_dir):
     finally:
         first.close()
         second.close()
+
+
+def test_eval_set_mistakes_are_one_line(student, tmp_path, capsys):
+    run, _ = student
+    args = ["eval", "--checkpoint", str(run / "model_2.pt"), "--output", str(tmp_path / "e.json")]
+    for override, message in (
+        ("algorithm.learning_rate=1", "expected an env.* key here"),
+        ("env.deploy.nois=false", "did you mean env.deploy.noise?"),
+    ):
+        assert main([*args, "--set", override]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith("error: ") and message in err, err
+    assert not (tmp_path / "e.json").exists()
