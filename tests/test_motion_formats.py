@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mimic_rl.motion import MotionLibrary, RobotKinematics, detect_format, load_motion, resample, save_motion
-from mimic_rl.motion.clip import ARRAY_FIELDS, drop_held_frames, held_frames
+from mimic_rl.motion.clip import ARRAY_FIELDS, drop_held_frames, held_frames, velocity_mismatch
 from mimic_rl.rotations import quat_angle_error
 
 G1_CLIPS = ["B_HandsUp", "B_Fence2", "J_ShortDance16_JazzWalk"]
@@ -135,6 +135,60 @@ def test_held_frames_are_detected_and_dropped(data_dir):
     np.testing.assert_array_equal(trimmed.joint_pos, clean.joint_pos)
     triple = clean.copy(**{k: np.repeat(v, 3, axis=0) for k, v in _arrays(clean).items()})
     assert held_frames(triple) == (3, 0, 0) and drop_held_frames(triple)[0].fps == 20.0
+
+
+def test_a_held_clips_velocities_come_from_its_positions(data_dir):
+    """The humanoid_amp files' joint velocities are 0 on every other frame (the held copy) and double on the next: kept
+    frame for frame they said every joint stood still; their body velocities are smoothed over ~10 frames, so the
+    run's first frame moved at 1.4 m/s while its positions advance 0.11 m per 1/30 s (3.3 m/s) from the start."""
+    raw = np.load(data_dir / "motions/humanoid28/humanoid_run.npz")
+    assert np.abs(raw["dof_velocities"][::2]).max() == 0.0 and np.abs(raw["dof_velocities"][1::2]).mean() > 1.0
+    assert abs(np.linalg.norm(raw["body_linear_velocities"][0, 0, :2]) - 1.36) < 0.01
+    with pytest.warns(UserWarning, match="read as 30 fps .one frame in 2., velocities from the positions"):
+        run = load_motion(data_dir / "motions/humanoid28/humanoid_run.npz")
+    root = raw["body_positions"][::2, 0].astype(np.float64)
+    # hand-computed: (x1 - x0) * 30 at the first frame, (x_{t+1} - x_{t-1}) * 15 inside
+    np.testing.assert_allclose(run.body_lin_vel_w[0, 0], (root[1] - root[0]) * 30, rtol=1e-5)
+    np.testing.assert_allclose(run.body_lin_vel_w[7, 0], (root[8] - root[6]) * 15, rtol=1e-5)
+    assert 3.2 < np.linalg.norm(run.body_lin_vel_w[0, 0, :2]) < 3.5
+    joints = raw["dof_positions"][::2].astype(np.float64)
+    np.testing.assert_allclose(run.joint_vel[7], (joints[8] - joints[6]) * 15, rtol=1e-4, atol=1e-5)
+    assert max(velocity_mismatch(run).values()) < 1e-5
+
+
+def test_velocities_that_are_not_the_positions_derivative_are_recomputed_with_a_warning(data_dir, tmp_path):
+    """Zeroed joint velocities and body-frame angular velocities are caught (relative RMS error against the finite
+    differences above 0.5) and replaced; consistent clips (every shared G1 clip: at most 0.15) load untouched."""
+    clean = load_motion(data_dir / "motions/g1/B_HandsUp.npz", robot=data_dir / "robots/unitree_g1/g1.xml")
+    assert max(velocity_mismatch(clean).values()) < 0.05  # the shared clips: 0.0-0.15 (B_Fence2's angular velocity)
+    local = np.einsum(
+        "tbji,tbj->tbi", _rotation_matrices(clean.body_quat_w), clean.body_ang_vel_w.astype(np.float64)
+    )  # R^T w: the angular velocity in each body's frame
+    bad = clean.copy(joint_vel=np.zeros_like(clean.joint_vel), body_ang_vel_w=local)
+    errors = velocity_mismatch(bad)
+    assert errors["joint_vel"] == pytest.approx(1.0) and errors["body_ang_vel_w"] > 0.5
+    assert errors["body_lin_vel_w"] == velocity_mismatch(clean)["body_lin_vel_w"]
+    path = save_motion(bad, tmp_path / "bad.npz")
+    said = r"bad\.npz: joint_vel \(relative RMS error 1\.00\), body_ang_vel_w .*recomputed"
+    with pytest.warns(UserWarning, match=said):
+        fixed = load_motion(path)
+    assert fixed.metadata["velocities_recomputed"] == ["body_ang_vel_w", "joint_vel"]
+    np.testing.assert_array_equal(fixed.body_lin_vel_w, clean.body_lin_vel_w)  # consistent: kept as given
+    assert max(velocity_mismatch(fixed).values()) < 0.05
+    dt = 1.0 / clean.fps
+    np.testing.assert_allclose(fixed.joint_vel[5], (clean.joint_pos[6] - clean.joint_pos[4]) / (2 * dt), atol=1e-4)
+
+
+def _rotation_matrices(quat_wxyz: np.ndarray) -> np.ndarray:
+    w, x, y, z = np.moveaxis(quat_wxyz.astype(np.float64), -1, 0)
+    return np.stack(
+        (
+            np.stack((1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)), -1),
+            np.stack((2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)), -1),
+            np.stack((2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)), -1),
+        ),
+        -2,
+    )
 
 
 def _arrays(clip):

@@ -23,7 +23,16 @@ import torch
 
 from mimic_rl.errors import ConfigError
 from mimic_rl.files import PathProblem, path_problem
-from mimic_rl.motion.clip import MotionClip, MotionFormatError, check_fps, drop_held_frames, normalize_quaternions
+from mimic_rl.motion.clip import (
+    VELOCITY_MISMATCH,
+    MotionClip,
+    MotionFormatError,
+    check_fps,
+    drop_held_frames,
+    finite_difference_velocities,
+    normalize_quaternions,
+    velocity_mismatch,
+)
 from mimic_rl.motion.kinematics import RobotKinematics
 from mimic_rl.rotations import quat_slerp
 
@@ -168,11 +177,28 @@ def load_motion(
     if note is not None:
         clip.metadata["held_frames"] = note
         warnings.warn(f"{path}: {note}", UserWarning, stacklevel=2)
+    clip = _checked_velocities(clip, path)
     if kin is not None:
         clip = match_robot(clip, kin, str(path))
     if fps is not None:
         clip = resample(clip, fps)
     return clip
+
+
+def _checked_velocities(clip: MotionClip, path: Path) -> MotionClip:
+    """``clip`` with each velocity field that is not the derivative of its positions (``velocity_mismatch`` above
+    ``VELOCITY_MISMATCH``: zeros, another frame rate, body-frame angular velocities) replaced by the finite
+    differences, with a warning naming it."""
+    bad = {name: error for name, error in velocity_mismatch(clip).items() if error > VELOCITY_MISMATCH}
+    if not bad:
+        return clip
+    fixed = finite_difference_velocities(clip)
+    said = ", ".join(f"{name} (relative RMS error {error:.2f})" for name, error in bad.items())
+    warnings.warn(
+        f"{path}: {said}: not the derivative of the clip's positions; recomputed from them", UserWarning, stacklevel=3
+    )
+    clip.metadata["velocities_recomputed"] = sorted(bad)
+    return clip.copy(**{name: fixed[name] for name in bad})
 
 
 def _read_isaaclab(npz: Any, path: Path) -> MotionClip:
