@@ -12,7 +12,14 @@ import torch
 from mimic_rl.envs import VecEnv
 from mimic_rl.envs.mujoco import DomainRandomization, InitNoise, MujocoTrackingEnv, TrackingEnvConfig
 from mimic_rl.envs.mujoco.robots import humanoid28_config
-from mimic_rl.motion import MotionLibrary, RobotKinematics, SyntheticMotionConfig, load_motion, synthetic_clip
+from mimic_rl.motion import (
+    MotionLibrary,
+    RobotKinematics,
+    SyntheticMotionConfig,
+    load_motion,
+    save_motion,
+    synthetic_clip,
+)
 
 H28 = ["humanoid_walk", "humanoid_run", "humanoid_dance"]
 CALM = {"init_noise": InitNoise(0.0, 0.0, 0.0, 0.0), "randomization": DomainRandomization(enabled=False)}
@@ -38,6 +45,21 @@ def test_humanoid28_model_driven_by_the_converted_clip_reproduces_body_positions
     assert worst < 0.02, worst
     assert worst < 1e-3  # in fact the skeleton is exact (offsets derived from the clips)
     assert 50 < model.body_subtreemass[1] < 70
+
+
+def test_a_humanoid_amp_clip_saved_by_convert_is_converted_again_when_loaded(data_dir, tmp_path):
+    """``mimic-rl convert`` keeps Isaac Lab's rotation-vector joints (with the joint names of the model's hinges): a
+    saved copy must be converted as the original is, not read as hinge angles (up to 0.15 rad apart on the run)."""
+    cfg = humanoid28_config()
+    path = data_dir / "motions/humanoid28/humanoid_run.npz"
+    direct = cfg.load_clip(path)
+    copy = cfg.load_clip(save_motion(load_motion(path), tmp_path / "run.npz"))
+    assert copy.metadata["converted_from"] == "isaaclab_amp"
+    np.testing.assert_allclose(copy.joint_pos, direct.joint_pos, atol=1e-6)
+    np.testing.assert_allclose(copy.body_pos_w, direct.body_pos_w, atol=1e-5)
+    hinge = cfg.load_clip(save_motion(direct, tmp_path / "hinge.npz"))  # a converted clip stays as it is
+    assert "converted_from" not in hinge.metadata and "joint_convention" not in direct.metadata
+    np.testing.assert_array_equal(hinge.joint_pos, direct.joint_pos)
 
 
 def _env(data_dir, **kwargs):

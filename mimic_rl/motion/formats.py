@@ -213,7 +213,7 @@ def _read_isaaclab(npz: Any, path: Path) -> MotionClip:
         body_quat_w=a["body_rotations"],
         body_lin_vel_w=a["body_linear_velocities"],
         body_ang_vel_w=a["body_angular_velocities"],
-        metadata={"format": "isaaclab_amp"},
+        metadata={"format": "isaaclab_amp", "joint_convention": "isaaclab_amp"},
     )
 
 
@@ -234,6 +234,8 @@ def _read_beyondmimic(npz: Any, path: Path, kin: RobotKinematics | None, named: 
     metadata = {"format": "mimic_rl" if named else "beyondmimic"}
     if "loop_mode" in npz.files:
         metadata["loop_mode"] = str(_array(npz, "loop_mode", path, "text"))
+    if "joint_convention" in npz.files:  # rotation-vector spherical joints kept from an Isaac Lab humanoid_amp file
+        metadata["joint_convention"] = str(_array(npz, "joint_convention", path, "text"))
     return MotionClip(
         fps=_fps(a["fps"], path),
         joint_names=joint_names,
@@ -367,14 +369,17 @@ def resample(clip: MotionClip, fps: float) -> MotionClip:
 
 
 def save_motion(clip: MotionClip, path: str | Path) -> Path:
-    """Write the clip as this package's npz (BeyondMimic keys + names + loop mode), atomically."""
+    """Write the clip as this package's npz (BeyondMimic keys + names + loop mode, and the joint convention of a clip
+    read from an Isaac Lab humanoid_amp file, whose spherical joints are rotation vectors), atomically."""
     clip.validate()
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_suffix(".npz")
     buffer = io.BytesIO()
+    convention = clip.metadata.get("joint_convention")
     np.savez(
         buffer,
+        **({"joint_convention": np.array(str(convention))} if convention else {}),
         fps=np.array([clip.fps], dtype=np.float64),
         joint_pos=clip.joint_pos,
         joint_vel=clip.joint_vel,

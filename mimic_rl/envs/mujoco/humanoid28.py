@@ -39,11 +39,13 @@ def _joint_difference(expected: list[str], found: list[str]) -> str:
 def convert_clip(clip: MotionClip, kin: RobotKinematics) -> MotionClip:
     """A humanoid_amp clip (rotation-vector spherical joints) in the model's hinge convention, body states by FK.
 
-    Clips in the model's own convention (anything not read from the ``isaaclab_amp`` format) pass through, after a
-    check that their joints are the model's.
+    Clips in the model's own convention pass through, after a check that their joints are the model's; a clip read
+    from the ``isaaclab_amp`` format, or saved from one (``mimic-rl convert``: ``joint_convention`` in its metadata),
+    is converted.
     """
     where = str(clip.metadata.get("source", "<memory>"))
-    if clip.metadata.get("format") != "isaaclab_amp":
+    amp = clip.metadata.get("format") == "isaaclab_amp" or clip.metadata.get("joint_convention") == "isaaclab_amp"
+    if not amp:
         if clip.joint_names != kin.joint_names:
             raise MotionFormatError(f"{where}: joint_names: {_joint_difference(kin.joint_names, clip.joint_names)}")
         return clip
@@ -68,5 +70,6 @@ def convert_clip(clip: MotionClip, kin: RobotKinematics) -> MotionClip:
             done.add(name)
     root_pos = clip.body_pos_w[:, 0].astype(np.float64)
     root_quat = clip.body_quat_w[:, 0].astype(np.float64)
-    metadata = {**clip.metadata, "format": "humanoid28", "converted_from": "isaaclab_amp"}
+    kept = {k: v for k, v in clip.metadata.items() if k != "joint_convention"}  # hinge angles from here on
+    metadata = {**kept, "format": "humanoid28", "converted_from": "isaaclab_amp"}
     return clip_from_root_and_joints(kin, root_pos, root_quat, joint_pos, clip.fps, metadata)
