@@ -209,7 +209,7 @@ def finite_difference_velocities(clip: MotionClip) -> dict[str, np.ndarray]:
 def velocity_mismatch(clip: MotionClip) -> dict[str, float]:
     """Relative RMS error of each velocity field against ``finite_difference_velocities``: ``rms(v - d) / rms(d)``
     (0 for a clip whose positions do not move and whose velocities are 0; inf for velocities of a still clip).
-    Below 0.1 for clips whose velocities were differentiated from their positions at any usual scheme and rate."""
+    The shared clips, differentiated by other schemes (G1 CSVs through the kinematic chain): 0.00-0.15."""
     errors = {}
     for name, reference in finite_difference_velocities(clip).items():
         given = getattr(clip, name).astype(np.float64)
