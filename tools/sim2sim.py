@@ -8,7 +8,8 @@ It reads the folder of ``mimic-rl export --bake-motion`` (``policy.json``: the c
 ``robot.mjb``: the robot with its sensors; ``reference.npz``: the clip at every control step and its first state),
 starts the robot at the clip's first frame, builds each observation from MuJoCo's sensor readings exactly as the
 contract lists its terms (with each sensor's uniform noise and latency unless switched off), runs the policy once per
-control step and MuJoCo's PD actuators at the physics rate, and prints:
+control step (a recurrent policy's state carried from step to step, zeros at the start) and MuJoCo's PD actuators at
+the physics rate, and prints:
 
 - success: 1 when the robot reaches the clip's end without a termination of the contract's evaluation (anchor
   height, position, tilt, end-effector height), else 0;
@@ -254,6 +255,17 @@ def _terminated(c: Contract, obs: ObservationBuilder, sensordata: np.ndarray, st
     return fired
 
 
+def recurrent_state(session: Any) -> dict[str, np.ndarray]:
+    """A recurrent policy's state inputs (``hidden``, and ``cell`` for an LSTM; ``[layers, batch, size]``), zeros
+    for one robot at an episode start; empty for a feed-forward policy. Each step's ``<name>_out`` is the next input."""
+    state = {}
+    for node in session.get_inputs():
+        if node.name in ("hidden", "cell"):
+            layers, _, size = node.shape
+            state[node.name] = np.zeros((layers, 1, size), dtype=np.float32)
+    return state
+
+
 def run(folder: str | Path, noise: bool = True, latency: bool = True, seed: int = 0, video: str | None = None) -> dict:
     """Play the baked clip once from its first frame; returns the metrics (see the module docstring)."""
     import mujoco
@@ -276,13 +288,15 @@ def run(folder: str | Path, noise: bool = True, latency: bool = True, seed: int 
     pending: deque = deque(maxlen=delay + 1)
     errors, root_errors, fired, frames = [], [], [], []
     renderer = _renderer(model) if video else None
+    state = recurrent_state(session)
     step = 0
     while step < c.steps:
         policy, reference = obs(data.sensordata.copy(), step, last_action, restart=step == 0)
-        feed = {"policy": policy[None]}
+        feed = {"policy": policy[None], **state}
         if reference is not None:
             feed.update(reference=reference[None], reference_mask=np.ones(1, dtype=bool))
-        action = session.run(["actions"], feed)[0][0]
+        outputs = session.run(["actions", *(f"{name}_out" for name in state)], feed)
+        action, state = outputs[0][0], dict(zip(state, outputs[1:]))
         if not pending:
             pending.extend([action] * (delay + 1))
         else:

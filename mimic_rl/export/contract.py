@@ -23,7 +23,15 @@ from mimic_rl.models.actor_critic import Actor
 from mimic_rl.rotations import quat_conjugate, quat_mul, quat_to_6d
 from mimic_rl.tasks.tracking import DEPLOYABLE_TERMS, InitNoise, observation_terms, term_sizes
 
-__all__ = ["BakedPolicy", "bake_reference", "deploy_contract", "noise_free", "observation_layout", "write_deploy_files"]
+__all__ = [
+    "BakedPolicy",
+    "bake_reference",
+    "deploy_contract",
+    "noise_free",
+    "observation_layout",
+    "recurrent_state_names",
+    "write_deploy_files",
+]
 
 TERM_DOC = {
     "joint_pos_rel": ("rad", "jointpos sensors minus default_joint_pos, in joint_names order"),
@@ -152,16 +160,20 @@ class BakedPolicy(nn.Module):
     """A reference-conditioned actor with one clip's reference command inside the graph (BeyondMimic's baked ONNX,
     and the reference it computes as an output): inputs ``policy`` ``[B, D]``, ``time_step`` ``[B]`` int64 (control
     steps since the clip's start) and ``anchor_quat_w`` ``[B, 4]`` (the IMU's orientation, wxyz); outputs ``actions``
-    , ``reference`` ``[B, K, 2 J + 6]`` and ``joint_pos_target`` ``[B, J]`` (the PD targets of the actions)."""
+    , ``reference`` ``[B, K, 2 J + 6]`` and ``joint_pos_target`` ``[B, J]`` (the PD targets of the actions).
+
+    A recurrent actor's state goes in and out explicitly, as in ``policy.onnx``: ``hidden`` (and ``cell``) after the
+    inputs above, ``hidden_out`` (and ``cell_out``) after the outputs; zeros start an episode."""
 
     def __init__(self, actor: Actor, table: dict[str, np.ndarray]) -> None:
         super().__init__()
         self.actor = copy.deepcopy(actor).cpu().eval()
+        self.state_names = recurrent_state_names(actor)
         for key in ("future_joint_pos", "future_joint_vel", "future_anchor_quat", "action_offset", "action_scale"):
             self.register_buffer(key, torch.as_tensor(table[key], dtype=torch.float32))
 
-    def forward(self, policy: torch.Tensor, time_step: torch.Tensor, anchor_quat_w: torch.Tensor) -> Any:
-        """``(actions, reference, joint_pos_target)``."""
+    def forward(self, policy: torch.Tensor, time_step: torch.Tensor, anchor_quat_w: torch.Tensor, *state) -> Any:
+        """``(actions, reference, joint_pos_target)``, then the next recurrent state (if any)."""
         last = self.future_joint_pos.shape[0] - 1
         idx = time_step.clamp(0, last)
         ref_quat = self.future_anchor_quat[idx]
@@ -169,8 +181,19 @@ class BakedPolicy(nn.Module):
         rel = quat_to_6d(quat_mul(quat_conjugate(quat), ref_quat))
         reference = torch.cat((self.future_joint_pos[idx], self.future_joint_vel[idx], rel), dim=-1)
         mask = torch.ones(policy.shape[0], dtype=torch.bool)
-        actions = self.actor(policy, reference, mask)
-        return actions, reference, self.action_offset[idx] + self.action_scale * actions
+        if not self.state_names:
+            actions, next_state = self.actor(policy, reference, mask), ()
+        else:
+            actions, hidden = self.actor.step(policy, reference, mask, state if len(state) == 2 else state[0])
+            next_state = tuple(hidden) if len(self.state_names) == 2 else (hidden,)
+        return actions, reference, self.action_offset[idx] + self.action_scale * actions, *next_state
+
+
+def recurrent_state_names(actor: Actor) -> tuple[str, ...]:
+    """The state inputs of ``actor``'s exported graphs: ``()``, ``("hidden",)`` (GRU) or ``("hidden", "cell")``."""
+    if not actor.is_recurrent:
+        return ()
+    return ("hidden", "cell") if actor.memory.rnn_type == "lstm" else ("hidden",)
 
 
 def bake_reference(env: Any) -> dict[str, np.ndarray]:
@@ -249,31 +272,40 @@ def _export_baked(module: BakedPolicy, path: Any, atol: float) -> float:
     policy = torch.randn(4, module.actor.obs_dim, generator=g)
     time_step = torch.tensor([0, 1, steps // 2, steps + 3])
     quat = torch.nn.functional.normalize(torch.randn(4, 4, generator=g), dim=-1)
+    state = ()
+    if module.state_names:
+        rnn = module.actor.memory.rnn
+        state = tuple(torch.randn(rnn.num_layers, 4, rnn.hidden_size, generator=g) for _ in module.state_names)
+    inputs = (policy, time_step, quat, *state)
     with warnings.catch_warnings():  # the actor's shape checks become constants of the trace; checked below
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        _onnx_export(module, (policy, time_step, quat), path)
+        _onnx_export(module, inputs, path)
     with torch.no_grad():
-        expected = module(policy, time_step, quat)
+        expected = module(*inputs)
     try:
         import onnxruntime as ort
     except ImportError:
         return float("nan")
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    got = session.run(None, {"policy": policy.numpy(), "time_step": time_step.numpy(), "anchor_quat_w": quat.numpy()})
+    names = ["policy", "time_step", "anchor_quat_w", *module.state_names]
+    got = session.run(None, {name: x.numpy() for name, x in zip(names, inputs)})
     err = max(float(np.abs(a - b.numpy()).max()) for a, b in zip(got, expected))
     if not err <= atol:
         raise RuntimeError(f"exported policy_baked.onnx differs from torch by {err:.3g} (> {atol})")
     return err
 
 
-def _onnx_export(module: nn.Module, inputs: tuple[torch.Tensor, ...], path: Any) -> None:
+def _onnx_export(module: BakedPolicy, inputs: tuple[torch.Tensor, ...], path: Any) -> None:
+    states = module.state_names
+    outputs = ["actions", "reference", "joint_pos_target", *(f"{name}_out" for name in states)]
+    axes = {n: {0: "batch"} for n in ("policy", "time_step", "anchor_quat_w", *outputs[:3])}
+    axes |= {n: {1: "batch"} for n in (*states, *(f"{name}_out" for name in states))}
     torch.onnx.export(
         module,
         inputs,
         str(path),
-        input_names=["policy", "time_step", "anchor_quat_w"],
-        output_names=["actions", "reference", "joint_pos_target"],
-        dynamic_axes={n: {0: "batch"} for n in ("policy", "time_step", "anchor_quat_w", "actions", "reference")}
-        | {"joint_pos_target": {0: "batch"}},
+        input_names=["policy", "time_step", "anchor_quat_w", *states],
+        output_names=outputs,
+        dynamic_axes=axes,
         dynamo=False,
     )
