@@ -158,16 +158,22 @@ def test_the_baked_onnx_reproduces_the_reference_command(student):
     table = np.load(export / "reference.npz")
     env = _env_of(run, latency=False)
     anchor = env.tracked.index(env.robot.anchor_body)
+    state = {i.name: np.zeros((i.shape[0], 1, i.shape[2]), np.float32) for i in baked.get_inputs()[3:]}
+    assert list(state) == ["hidden", "cell"]  # the default student is an LSTM: its state goes in and out
+    plain_state = dict(state)
     try:
         obs = env.get_observations()
         for step in range(0, 10):
             policy = obs["deploy_policy"].numpy()
             quat = env.robot_state().body_quat_w[:, anchor].numpy()
-            actions, reference, target = baked.run(None, {"policy": policy, "time_step": np.array([step]),
-                                                          "anchor_quat_w": quat})  # fmt: skip
+            feed = {"policy": policy, "time_step": np.array([step]), "anchor_quat_w": quat, **state}
+            actions, reference, target, *after = baked.run(None, feed)
+            state = dict(zip(state, after))
             np.testing.assert_allclose(reference, obs["deploy_reference"].numpy(), atol=1e-5)
-            feed = {"policy": policy, "reference": reference, "reference_mask": np.ones(1, dtype=bool)}
-            np.testing.assert_allclose(actions, plain.run(["actions"], feed)[0], atol=1e-5)
+            feed = {"policy": policy, "reference": reference, "reference_mask": np.ones(1, dtype=bool), **plain_state}
+            expected, *after = plain.run(["actions", "hidden_out", "cell_out"], feed)
+            plain_state = dict(zip(plain_state, after))
+            np.testing.assert_allclose(actions, expected, atol=1e-5)
             np.testing.assert_allclose(target, table["action_offset"][step] + table["action_scale"] * actions, 1e-6)
             obs, *_ = env.step(torch.from_numpy(actions))
     finally:
@@ -277,15 +283,11 @@ def test_eval_set_mistakes_are_one_line(student, tmp_path, capsys):
 
 
 def test_a_recurrent_student_exports_baked_and_sim2sim_carries_its_state(student, tmp_path):
-    """An LSTM student: ``--bake-motion`` exports its state inputs and outputs in both graphs, and the runner feeds each
-    step's ``hidden_out``/``cell_out`` back (zeros at the start), matching ``mimic-rl eval`` to 1e-4 with noise off.
-    The control, a runner that restarts the state at every step, misses that (0.1 % off on this policy)."""
-    teacher = student[0].parent / "teacher" / "model_1.pt"
-    run, export = tmp_path / "lstm", tmp_path / "export"
-    args = ["distill", "--teacher", str(teacher), "--task", "distill_deploy", "--num-envs", "4", "--iterations", "2"]
-    args += ["--log-dir", str(run), "--logger", "none", "--no-eval", "--no-export", "--set", "student.hidden_dims=[32]"]
-    assert main([*args, "--set", "student.rnn_type=lstm", "--set", "student.rnn_hidden_dim=16"]) == 0
-    assert main(["export", "--checkpoint", str(run / "model_2.pt"), "--output", str(export), "--bake-motion"]) == 0
+    """The default student is an LSTM: ``--bake-motion`` exports its state inputs and outputs in both graphs, and the
+    runner feeds each step's ``hidden_out``/``cell_out`` back (zeros at the start), matching ``mimic-rl eval`` to 1e-4
+    with noise off. The control, a runner that restarts the state at every step, misses that (0.1 % off on such a
+    policy)."""
+    run, export = student
     import onnxruntime as ort
 
     baked = ort.InferenceSession(str(export / "policy_baked.onnx"), providers=["CPUExecutionProvider"])
