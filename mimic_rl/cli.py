@@ -3,7 +3,7 @@
 mimic-rl train [--task tracking_ppo|my.yaml] [--set KEY.PATH=VALUE ...] [--env mujoco|mjlab:TASK|isaaclab:TASK]
                [--motion FILE_OR_DIR ...] [--robot humanoid28|g1] [--num-envs N] [--iterations N] [--time-budget S]
                [--device cpu] [--resume [CKPT] | --overwrite] [--seed N] [--log-dir DIR] [--threads N]
-mimic-rl distill --teacher CKPT [--task distill] [the options of train]
+mimic-rl distill --teacher CKPT [--task distill] [the options of train]   (--resume --log-dir RUN: its own teacher)
 mimic-rl eval --checkpoint CKPT --output eval.json [--threads N]
 mimic-rl plot eval.json --output DIR
 mimic-rl play --checkpoint CKPT [--video rollout.gif] [--threads N]
@@ -110,6 +110,7 @@ outputs (in --log-dir; default: a new runs/<task>-<YYYYmmdd-HHMMSS>, printed at 
 A --log-dir that holds a run already is refused: pass --resume to continue it, --overwrite to replace it.""",
     "distill": """example:
   mimic-rl distill --teacher runs/first/model_300.pt --iterations 100 --log-dir runs/student
+  mimic-rl distill --resume --log-dir runs/student --iterations 100   # 100 more, with the run's teacher and config
 
 outputs (in --log-dir; default: a new runs/<task>-<YYYYmmdd-HHMMSS>, printed at the start):
   config.yaml, model_<N>.pt, metrics.jsonl   as for train
@@ -252,11 +253,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = command("train", "train a tracker (then evaluate and plot)")
     distill = command("distill", "distil a trained tracker into a deployable student (then eval, export)")
-    distill.add_argument("--teacher", required=True, help="a training checkpoint (this package's or rsl_rl's)")
+    distill.add_argument(
+        "--teacher", help="a training checkpoint, this package's or rsl_rl's (default: with --resume, the run's own)"
+    )
     distill.add_argument("--task", default="distill", help="a config in configs/ or a YAML path")
     distill.add_argument("--no-export", action="store_true", help="skip the ONNX/TorchScript export of the student")
     _add_run_options(distill)
-    distill.set_defaults(func=cmd_train)
+    distill.set_defaults(func=cmd_train, distill=True)
     train.add_argument("--task", default="tracking_ppo", help="a config in configs/ or a YAML path")
     _add_run_options(train)
     train.set_defaults(func=cmd_train)

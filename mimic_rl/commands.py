@@ -73,18 +73,38 @@ def _resume_path(args: argparse.Namespace, log_dir: Path) -> Path | None:
     return latest
 
 
+def _run_teacher(log_dir: Path | None) -> str:
+    """The teacher of the distillation run in ``log_dir`` (its ``config.yaml``), for a ``--resume`` without
+    ``--teacher``; a ``UsageError`` when there is none to continue."""
+    import yaml
+
+    config = log_dir / "config.yaml" if log_dir is not None else None
+    teacher = None
+    if config is not None and config.is_file():
+        data = yaml.safe_load(config.read_text()) or {}
+        teacher = (data.get("teacher") or {}).get("checkpoint") if isinstance(data, dict) else None
+    if not teacher:
+        raise UsageError(
+            "--teacher: expected a training checkpoint, found none; pass --teacher runs/<run>/model_<N>.pt (a resume "
+            "of a distillation run in --log-dir uses the teacher its config.yaml names)"
+        )
+    return str(teacher)
+
+
 def _start_run(args: argparse.Namespace) -> tuple[Any, Any, Path]:
     """(config, runner, run folder) of train / distill: the folder chosen (a new one, or a run to resume or
     replace), the config loaded, the runner built and resumed; a start that fails leaves no new folder behind."""
     from mimic_rl.run_dirs import choose_log_dir, discard_if_empty, remove_run
     from mimic_rl.runners import DistillationRunner, OnPolicyRunner
 
-    distill = getattr(args, "teacher", None) is not None
+    distill = getattr(args, "distill", False)
     if args.log_dir is not None:
         _output_folder(args.log_dir, "--log-dir")
     log_dir, made = choose_log_dir(args.log_dir, Path(args.task).stem, args.resume, args.overwrite)
     try:
         resume = _resume_path(args, log_dir)
+        if distill and args.teacher is None:
+            args.teacher = _run_teacher(log_dir if resume is not None else None)
         if resume is not None and args.task in ("tracking_ppo", "distill") and (log_dir / "config.yaml").exists():
             args.task = str(log_dir / "config.yaml")  # resume with the run's own resolved config
         cfg = run_config(args)
@@ -108,8 +128,8 @@ def _start_run(args: argparse.Namespace) -> tuple[Any, Any, Path]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """Train (or distil, with --teacher); then (unless --no-eval) evaluate the final checkpoint and plot."""
-    distill = getattr(args, "teacher", None) is not None
+    """Train (or distil); then (unless --no-eval) evaluate the final checkpoint and plot."""
+    distill = getattr(args, "distill", False)
     cfg, runner, log_dir = _start_run(args)
     what = f"distilling {cfg.teacher.checkpoint} into a student" if distill else "training"
     subject = getattr(cfg.env, "robot", None) or f"{cfg.env.backend}:{cfg.env.task}"

@@ -99,7 +99,7 @@ def run_config(args: argparse.Namespace) -> Any:
     from mimic_rl.utils import check_device
 
     overrides = list(getattr(args, "overrides", None) or [])
-    if getattr(args, "teacher", None) is not None:
+    if getattr(args, "distill", False):
         cfg = load_config(_distill_source(args), DistillConfig, overrides=overrides)
     else:
         cfg = load_config(args.task, what="--task", overrides=overrides)

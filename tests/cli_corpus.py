@@ -335,6 +335,7 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("teacher_crafted", ["distill", "--teacher", "{crafted_pt}", "--no-eval"], (r"crafted\.pt: --teacher",)),
     ("teacher_foreign", ["distill", "--teacher", "{foreign_pt}", "--no-eval"], (r"foreign_pt\.pt: --teacher",)),
     ("teacher_missing", ["distill", "--teacher", "{root}/none.pt", "--no-eval"], (r"none\.pt: --teacher",)),
+    ("teacher_none", ["distill", "--no-eval", "--log-dir", "{root}/no_teacher"], (r"^error: --teacher", r"found none")),
     ("resume_mismatch", _train("--task", "{fewer_frames}", "--resume", "{good}"), (r"--resume", r"5x", r"3x")),
     (
         "eval_other_robot",

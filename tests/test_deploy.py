@@ -324,3 +324,19 @@ def test_a_recurrent_student_exports_baked_and_sim2sim_carries_its_state(student
     finally:
         sim2sim.Contract.session = session
     assert any(restarted[key] != pytest.approx(ev[key], rel=1e-4) for key in keys)
+
+
+def test_a_distillation_resumes_from_its_folder_with_its_own_teacher_and_config(student, tmp_path):
+    """``mimic-rl distill --resume --log-dir RUN`` (no ``--teacher``, no ``--task``) continues the run: the teacher
+    and the config (here the recurrent student of ``distill_deploy`` with 32-unit layers) come from its config.yaml."""
+    run = tmp_path / "run"
+    shutil.copytree(student[0], run)
+    before = load_checkpoint(run / "model_2.pt")
+    argv = ["distill", "--resume", "--log-dir", str(run), "--iterations", "1", "--no-eval", "--no-export"]
+    assert main([*argv, "--logger", "none"]) == 0
+    after = load_checkpoint(run / "model_3.pt")
+    assert after["config"]["teacher"] == before["config"]["teacher"]
+    assert after["config"]["student"] == before["config"]["student"]
+    assert after["config"]["student"]["rnn_type"] == "lstm" and after["config"]["student"]["hidden_dims"] == [32, 32]
+    assert main(["distill", "--log-dir", str(tmp_path / "fresh"), "--no-eval"]) == 2  # a new run needs its teacher
+    assert not (tmp_path / "fresh").exists()
