@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from mimic_rl.export.policy import recurrent_state_names
 from mimic_rl.models.actor_critic import Actor
 from mimic_rl.rotations import quat_conjugate, quat_mul, quat_to_6d
 from mimic_rl.tasks.tracking import DEPLOYABLE_TERMS, InitNoise, observation_terms, term_sizes
@@ -29,7 +30,6 @@ __all__ = [
     "deploy_contract",
     "noise_free",
     "observation_layout",
-    "recurrent_state_names",
     "write_deploy_files",
 ]
 
@@ -187,13 +187,6 @@ class BakedPolicy(nn.Module):
             actions, hidden = self.actor.step(policy, reference, mask, state if len(state) == 2 else state[0])
             next_state = tuple(hidden) if len(self.state_names) == 2 else (hidden,)
         return actions, reference, self.action_offset[idx] + self.action_scale * actions, *next_state
-
-
-def recurrent_state_names(actor: Actor) -> tuple[str, ...]:
-    """The state inputs of ``actor``'s exported graphs: ``()``, ``("hidden",)`` (GRU) or ``("hidden", "cell")``."""
-    if not actor.is_recurrent:
-        return ()
-    return ("hidden", "cell") if actor.memory.rnn_type == "lstm" else ("hidden",)
 
 
 def bake_reference(env: Any) -> dict[str, np.ndarray]:

@@ -24,7 +24,14 @@ from mimic_rl.export.folder import staged_folder
 from mimic_rl.export.readme import export_readme
 from mimic_rl.models.actor_critic import Actor
 
-__all__ = ["EXPORT_FILES", "ExportedPolicy", "check_onnx_export", "export_policy", "policy_metadata"]
+__all__ = [
+    "EXPORT_FILES",
+    "ExportedPolicy",
+    "check_onnx_export",
+    "export_policy",
+    "policy_metadata",
+    "recurrent_state_names",
+]
 
 EXPORT_FILES = (
     "policy.pt",
@@ -36,6 +43,14 @@ EXPORT_FILES = (
     "policy_baked.onnx",
 )
 """What an export writes; re-exporting into a folder replaces them all (a file this export skips is removed)."""
+
+
+def recurrent_state_names(actor: Actor) -> tuple[str, ...]:
+    """The state inputs of ``actor``'s exported graphs: ``()``, ``("hidden",)`` (GRU) or ``("hidden", "cell")``;
+    each has an output ``<name>_out``, the next step's input."""
+    if not actor.is_recurrent:
+        return ()
+    return ("hidden", "cell") if actor.memory.rnn_type == "lstm" else ("hidden",)
 
 
 class ExportedPolicy(nn.Module):
@@ -52,7 +67,7 @@ class ExportedPolicy(nn.Module):
         self.actor = copy.deepcopy(actor).cpu().eval()
         self.has_reference = actor.ref_shape is not None
         self.recurrent = actor.is_recurrent
-        self.lstm = self.recurrent and actor.memory.rnn_type == "lstm"
+        self.lstm = len(recurrent_state_names(actor)) == 2
 
     def forward(self, policy: torch.Tensor, *rest: torch.Tensor) -> Any:
         """Actions ``[B, A]`` (recurrent: followed by the next hidden state tensors)."""
@@ -68,8 +83,7 @@ class ExportedPolicy(nn.Module):
 
 def _input_names(actor: Actor) -> list[str]:
     names = ["policy"] + (["reference", "reference_mask"] if actor.ref_shape is not None else [])
-    if actor.is_recurrent:
-        names += ["hidden", "cell"] if actor.memory.rnn_type == "lstm" else ["hidden"]
+    names += list(recurrent_state_names(actor))
     return names
 
 
@@ -82,7 +96,7 @@ def _example_inputs(actor: Actor, batch: int = 4, seed: int = 0) -> tuple[torch.
         inputs += [torch.randn(batch, *actor.ref_shape, generator=g), mask]
     if actor.is_recurrent:
         rnn = actor.memory.rnn
-        states = 2 if actor.memory.rnn_type == "lstm" else 1
+        states = len(recurrent_state_names(actor))
         inputs += [torch.randn(rnn.num_layers, batch, rnn.hidden_size, generator=g) for _ in range(states)]
     return tuple(inputs)
 
@@ -101,7 +115,7 @@ def policy_metadata(actor: Actor, env: Any | None = None, **extra: Any) -> dict[
     if actor.is_recurrent:
         rnn = actor.memory.rnn
         state = [rnn.num_layers, "batch", rnn.hidden_size]
-        states = {"hidden": state, "cell": state} if actor.memory.rnn_type == "lstm" else {"hidden": state}
+        states = {name: state for name in recurrent_state_names(actor)}
         meta["inputs"].update(states)
         meta["outputs"].update({f"{k}_out": v for k, v in states.items()})
         meta["recurrent"] = "feed the *_out tensors back as the next step's inputs; zeros at an episode start"
