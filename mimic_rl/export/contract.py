@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mimic_rl.export.policy import recurrent_state_names
+from mimic_rl.export.state import recurrent_state_names
 from mimic_rl.models.actor_critic import Actor
 from mimic_rl.rotations import quat_conjugate, quat_mul, quat_to_6d
 from mimic_rl.tasks.tracking import DEPLOYABLE_TERMS, InitNoise, observation_terms, term_sizes

@@ -22,6 +22,7 @@ from torch import nn
 from mimic_rl.errors import MimicRLError
 from mimic_rl.export.folder import staged_folder
 from mimic_rl.export.readme import export_readme
+from mimic_rl.export.state import recurrent_state_names
 from mimic_rl.models.actor_critic import Actor
 
 __all__ = [
@@ -30,7 +31,6 @@ __all__ = [
     "check_onnx_export",
     "export_policy",
     "policy_metadata",
-    "recurrent_state_names",
 ]
 
 EXPORT_FILES = (
@@ -43,14 +43,6 @@ EXPORT_FILES = (
     "policy_baked.onnx",
 )
 """What an export writes; re-exporting into a folder replaces them all (a file this export skips is removed)."""
-
-
-def recurrent_state_names(actor: Actor) -> tuple[str, ...]:
-    """The state inputs of ``actor``'s exported graphs: ``()``, ``("hidden",)`` (GRU) or ``("hidden", "cell")``;
-    each has an output ``<name>_out``, the next step's input."""
-    if not actor.is_recurrent:
-        return ()
-    return ("hidden", "cell") if actor.memory.rnn_type == "lstm" else ("hidden",)
 
 
 class ExportedPolicy(nn.Module):
