@@ -11,7 +11,7 @@ import torch
 
 from mimic_rl.envs import VecEnv
 from mimic_rl.envs.mujoco import DomainRandomization, InitNoise, MujocoTrackingEnv, TrackingEnvConfig
-from mimic_rl.envs.mujoco.robots import humanoid28_config
+from mimic_rl.envs.mujoco.robots import humanoid28_config, servo_kv_over_kp
 from mimic_rl.motion import (
     MotionLibrary,
     RobotKinematics,
@@ -289,6 +289,35 @@ def test_reference_action_offset_targets_the_next_reference_pose(data_dir):
     assert residual < 0.5 * absolute, (residual, absolute)  # zero residual action is feed-forward tracking
     with pytest.raises(ValueError, match="action_offset"):
         _env(data_dir, action_offset="previous")
+
+
+def test_velocity_feedforward_adds_kv_over_kp_times_the_reference_velocity(data_dir):
+    """humanoid28's servos all have kv / kp = 0.1 s (its MJCF's classes: 300/30, 60/6, 80/8, 150/15)."""
+    model = mujoco.MjModel.from_xml_path(humanoid28_config().mjcf)
+    np.testing.assert_allclose(servo_kv_over_kp(model), 0.1, rtol=1e-6)
+
+    def run(feedforward):
+        ff = {"action_offset": "reference", "reference_velocity_feedforward": feedforward}
+        env = _env(data_dir, sampling_mode="start", **ff, **CALM)
+        ahead = env.library.state(env.clip_ids, env.motion_time + env.step_dt)
+        expected = ahead.joint_pos + (0.1 * ahead.joint_vel if feedforward else 0.0)
+        torch.testing.assert_close(env._action_offset(), expected)
+        errors = []
+        for _ in range(10):  # 0.2 s of the walk with zero action: feed-forward tracking alone
+            _, _, _, extras = env.step(torch.zeros(8, env.num_actions))
+            errors.append(extras["tracking"]["joint_pos_error"].mean())
+        return float(torch.stack(errors).mean())
+
+    with_velocity, positions_only = run(True), run(False)
+    assert with_velocity < 0.7 * positions_only, (with_velocity, positions_only)  # the servo no longer lags
+    with pytest.raises(ValueError, match="action_offset: reference"):
+        _env(data_dir, reference_velocity_feedforward=True)
+    motor = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><body><joint name="j"/><geom size="0.1"/></body></worldbody>'
+        '<actuator><motor name="m" joint="j"/></actuator></mujoco>'
+    )
+    with pytest.raises(ValueError, match=r"position actuators.*'m'"):
+        servo_kv_over_kp(motor)
 
 
 def _rollout(data_dir, steps: int, **kwargs) -> list[tuple]:

@@ -128,7 +128,8 @@ def deploy_contract(env: Any, obs_groups: dict[str, Any]) -> dict[str, Any]:
             "offset": env.default_joint_pos.cpu().tolist(),
             "pd_target": "offset + scale * actions"
             if cfg.action_offset == "default"
-            else "reference_joint_pos(t + control_dt) + scale * actions (reference.npz action_offset[step])",
+            else "reference_joint_pos(t + control_dt) + scale * actions (reference.npz action_offset[step])"
+            + (" + kv / kp * reference_joint_vel(t + control_dt)" if cfg.reference_velocity_feedforward else ""),
             "clip": None,
             "delay_steps": deploy.action_delay_steps if deploy.enabled else 0,
         },
@@ -203,7 +204,7 @@ def bake_reference(env: Any) -> dict[str, np.ndarray]:
     future, ref = env.reference_at(ids, times)
     if env.cfg.action_offset == "reference":  # the PD targets' offset: the reference one control step ahead
         ahead = torch.arange(steps + 1, device=env.device) * dt + dt
-        offset = env.library.state(ids, ahead, bodies=()).joint_pos
+        offset = env.reference_action_offset(ids, ahead)
     else:
         offset = env.default_joint_pos.expand(steps + 1, -1)
     anchor = env.anchor

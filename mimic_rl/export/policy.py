@@ -120,11 +120,7 @@ def policy_metadata(actor: Actor, env: Any | None = None, **extra: Any) -> dict[
             control_dt=getattr(env, "step_dt", None),
             control_hz=1.0 / env.step_dt if getattr(env, "step_dt", None) else None,
             action_offset=getattr(getattr(env, "cfg", None), "action_offset", "default"),
-            pd_target=(
-                "reference_joint_pos(t + control_dt) + action_scale * actions"
-                if getattr(getattr(env, "cfg", None), "action_offset", "default") == "reference"
-                else "default_joint_pos + action_scale * actions"
-            ),
+            pd_target=_pd_target(getattr(env, "cfg", None)),
             observation_layout=_layout(env),
         )
     meta.update(extra)
@@ -266,3 +262,12 @@ def _check(what: str, got: torch.Tensor, expected: torch.Tensor, atol: float) ->
     if not err <= atol:
         raise RuntimeError(f"exported {what} policy differs from torch by {err:.3g} (> {atol})")
     return err
+
+
+def _pd_target(cfg: Any) -> str:
+    """How the env turns actions into PD targets, in words (``policy.json``'s ``pd_target``)."""
+    if getattr(cfg, "action_offset", "default") != "reference":
+        return "default_joint_pos + action_scale * actions"
+    ff = getattr(cfg, "reference_velocity_feedforward", False)
+    feedforward = " + kv / kp * reference_joint_vel(t + control_dt)" if ff else ""
+    return "reference_joint_pos(t + control_dt)" + feedforward + " + action_scale * actions"

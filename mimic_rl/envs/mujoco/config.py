@@ -53,6 +53,10 @@ class TrackingEnvConfig:
     """PD targets are ``offset + action_scale * action``: ``"default"`` offsets from the default pose; ``"reference"``
     from the reference's joint positions one policy step ahead (a residual policy: zero action tracks the reference
     open-loop, so learning starts from feed-forward tracking and only has to add balance)."""
+    reference_velocity_feedforward: bool = False
+    """With ``action_offset: reference``, add ``kv / kp`` times the reference's joint velocities (one policy step
+    ahead) to the PD targets, so that a position servo's damping pulls towards the reference's velocity instead of
+    braking every motion (``kp (q* - q) + kv (qd* - qd)``; needs position actuators)."""
     action_scale_factor: Annotated[float, Range(0, low_exclusive=True)] = 1.0
     """Multiplies the robot's action scale (rad of PD target per unit of action)."""
     reward_scale_by_dt: bool = True

@@ -28,7 +28,7 @@ from mimic_rl.envs.common.reference_state import ReferenceStateInit
 from mimic_rl.envs.common.sensor_model import ActionDelay, SensorChannels
 from mimic_rl.envs.mujoco.config import InitNoise, TrackingEnvConfig
 from mimic_rl.envs.mujoco.physics import BatchedPhysics
-from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, robot_config
+from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, robot_config, servo_kv_over_kp
 from mimic_rl.errors import ConfigError, TrainingDiverged
 from mimic_rl.motion import BodyState, MotionClip, MotionLibrary, expand_motion_paths
 from mimic_rl.tasks.tracking import (
@@ -98,6 +98,8 @@ class MujocoTrackingEnv:
         self.metrics = TrackingMetrics(device=dev)
         if cfg.action_offset not in ("default", "reference"):
             raise ValueError(f"action_offset must be 'default' or 'reference', got {cfg.action_offset!r}")
+        if cfg.reference_velocity_feedforward and cfg.action_offset != "reference":
+            raise ValueError("reference_velocity_feedforward needs action_offset: reference")
         auto = 1 if self.device.type == "cpu" and self.num_envs <= 128 else None
         self._torch_threads = cfg.torch_threads if cfg.torch_threads is not None else auto
         self._future_offsets = torch.arange(cfg.num_future_frames, device=dev) * (cfg.future_stride * self.step_dt)
@@ -183,6 +185,8 @@ class MujocoTrackingEnv:
             scale = np.full(m.nu, float(self.robot.action_scale))
         scale = scale * self.cfg.action_scale_factor
         self.action_scale = torch.tensor(scale, dtype=torch.float32, device=dev)
+        feedforward = servo_kv_over_kp(m) if self.cfg.reference_velocity_feedforward else np.zeros(m.nu)
+        self._feedforward = torch.tensor(feedforward, dtype=torch.float32, device=dev)
         self.tracking_layout = TrackingLayout(
             self.anchor, self.root, self.end_effectors, self.default_joint_pos, self.joint_lower, self.joint_upper
         )
@@ -438,7 +442,16 @@ class MujocoTrackingEnv:
     def _action_offset(self) -> torch.Tensor:
         if self.cfg.action_offset == "default":
             return self.default_joint_pos
-        return self.library.state(self.clip_ids, self.motion_time + self.step_dt, bodies=()).joint_pos
+        return self.reference_action_offset(self.clip_ids, self.motion_time + self.step_dt)
+
+    def reference_action_offset(self, clip_ids: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
+        """The PD targets' offset under ``action_offset: reference`` at ``times`` (one policy step ahead of the
+        action): the reference's joint positions, plus ``kv / kp`` times its joint velocities with
+        ``reference_velocity_feedforward``."""
+        ref = self.library.state(clip_ids, times, bodies=())
+        if not self.cfg.reference_velocity_feedforward:
+            return ref.joint_pos
+        return ref.joint_pos + self._feedforward * ref.joint_vel
 
     def _push(self) -> None:
         dr = self.cfg.randomization

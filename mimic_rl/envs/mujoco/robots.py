@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import mujoco
+import numpy as np
 
 from mimic_rl.envs.common.robots import G1_ACTUATORS, G1_END_EFFECTORS, G1_HOME_POSE, ActuatorGroup
 from mimic_rl.errors import ConfigError
@@ -26,6 +27,7 @@ __all__ = [
     "g1_config",
     "humanoid28_config",
     "robot_config",
+    "servo_kv_over_kp",
 ]
 
 ASSETS = Path(__file__).parent / "assets"
@@ -180,3 +182,13 @@ def build_model(
             )
     model = spec.compile()
     return model, list(names), int(model.sensor(f"{SENSOR_KINDS[0]}:{names[0]}").adr[0])
+
+
+def servo_kv_over_kp(model: mujoco.MjModel) -> np.ndarray:
+    """``kv / kp`` of each actuator, which must all be position servos (``kp (ctrl - q) - kv qd``)."""
+    kp, bias = model.actuator_gainprm[:, 0], model.actuator_biasprm[:, :3]
+    servo = (kp > 0) & np.isclose(bias[:, 0], 0) & np.isclose(bias[:, 1], -kp)
+    if not servo.all():
+        names = [model.actuator(i).name for i in np.flatnonzero(~servo)]
+        raise ValueError(f"reference_velocity_feedforward needs position actuators; these are not: {names[:5]}")
+    return -bias[:, 2] / kp
