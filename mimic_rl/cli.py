@@ -21,7 +21,9 @@ import errno
 import math
 import os
 import re
+import signal
 import sys
+import threading
 import warnings
 from typing import Any
 
@@ -34,7 +36,7 @@ from mimic_rl.commands import (
     cmd_train,
     resolve_motion,
 )
-from mimic_rl.errors import MimicRLError
+from mimic_rl.errors import MimicRLError, Terminated
 from mimic_rl.utils import FPS_RANGE
 
 __all__ = ["build_parser", "main", "resolve_motion"]
@@ -334,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _show_warning
     args = build_parser().parse_args(argv)
     debug = bool(getattr(args, "debug", False)) or os.environ.get("MIMIC_RL_DEBUG", "") not in ("", "0")
+    previous = _terminate_as_interrupt()
     try:
         return int(args.func(args) or 0)
     except MimicRLError as exc:
@@ -345,9 +348,24 @@ def main(argv: list[str] | None = None) -> int:
             raise
         where = f"{exc.filename}: " if exc.filename else ""
         return _one_line(f"{where}{exc.strerror or exc}; check the path and the disk")
-    except KeyboardInterrupt:
-        print("interrupted (the last checkpoint written is intact; continue with --resume)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"{what} (the last checkpoint written is intact; continue with --resume)", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _terminate_as_interrupt() -> Any:
+    """Make SIGTERM raise ``Terminated`` (a KeyboardInterrupt) in the main thread; returns the previous handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ __all__ = [
     "MimicRLError",
     "MotionFormatError",
     "RenderingUnavailable",
+    "Terminated",
     "TrainingDiverged",
     "UsageError",
 ]
@@ -52,3 +53,8 @@ class TrainingDiverged(MimicRLError, FloatingPointError):
 
 class RenderingUnavailable(MimicRLError, RuntimeError):
     """No OpenGL backend (or no video writer) for offscreen rendering."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's preemption, ``kill``, ``timeout``) while a command runs: handled like Ctrl-C, so a
+    run saves the models of its last finished iteration before it exits (code 143)."""

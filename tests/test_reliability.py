@@ -201,3 +201,34 @@ def test_a_killed_run_leaves_loadable_checkpoints_and_resumes(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resumed from" in resumed.stdout
     assert not list(run.glob(".model_*.tmp-*"))
+
+
+def test_sigterm_saves_the_last_finished_iteration_and_exits_143(tmp_path):
+    """A scheduler's SIGTERM (preemption, ``timeout``) is handled like Ctrl-C: with no periodic save due, the run
+    writes the models of its last finished iteration, says so in one line, and exits with 128 + 15."""
+    (tmp_path / "task.yaml").write_text(
+        "runner: {num_steps_per_env: 4, save_interval: 1000, logger: none}\n"
+        "env: {num_envs: 2, motions: [motions/humanoid28_squat_reach.npz]}\n"
+        "algorithm: {num_learning_epochs: 1, num_mini_batches: 1}\n"
+    )
+    run = tmp_path / "run"
+    cli = [sys.executable, "-m", "mimic_rl.cli", "train", "--task", str(tmp_path / "task.yaml"), "--no-eval"]
+    argv = [*cli, "--iterations", "500", "--log-dir", str(run)]
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    watchdog = threading.Timer(600, proc.kill)  # bounds a hang only; no time is asserted
+    watchdog.start()
+    try:
+        for line in proc.stdout:
+            logged = re.match(r"it\s+(\d+)/", line)
+            if logged and int(logged.group(1)) >= 3:
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate()
+    finally:
+        watchdog.cancel()
+    assert proc.returncode == 143, err[-2000:]
+    assert "terminated (SIGTERM)" in err and "Traceback" not in err
+    saved = sorted(run.glob("model_*.pt"))
+    assert len(saved) == 1 and "interrupted: saved" in out, (saved, out[-500:])
+    iteration = int(saved[0].stem.split("_")[1])
+    assert iteration >= 3 and load_checkpoint(saved[0])["iteration"] == iteration
