@@ -264,6 +264,11 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
         ),
     ),
     ("config_set_no_value", _train("--set", "algorithm.learning_rate"), (r"--set", r"KEY\.PATH=VALUE")),
+    (
+        "feedforward_without_reference_offset",
+        _train("--set", "env.action_offset=default", "--set", "env.reference_velocity_feedforward=true"),
+        (r"env\.reference_velocity_feedforward", r"action_offset: reference", r"env\.action_offset=reference"),
+    ),
     # ---------------------------------------------------------------- options
     (
         "log_dir_holds_run",

@@ -99,7 +99,10 @@ class MujocoTrackingEnv:
         if cfg.action_offset not in ("default", "reference"):
             raise ValueError(f"action_offset must be 'default' or 'reference', got {cfg.action_offset!r}")
         if cfg.reference_velocity_feedforward and cfg.action_offset != "reference":
-            raise ValueError("reference_velocity_feedforward needs action_offset: reference")
+            raise ConfigError(
+                "env.reference_velocity_feedforward: needs action_offset: reference, found "
+                f"{cfg.action_offset!r}; set env.action_offset=reference or turn the feed-forward off"
+            )
         auto = 1 if self.device.type == "cpu" and self.num_envs <= 128 else None
         self._torch_threads = cfg.torch_threads if cfg.torch_threads is not None else auto
         self._future_offsets = torch.arange(cfg.num_future_frames, device=dev) * (cfg.future_stride * self.step_dt)

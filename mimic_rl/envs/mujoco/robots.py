@@ -190,5 +190,8 @@ def servo_kv_over_kp(model: mujoco.MjModel) -> np.ndarray:
     servo = (kp > 0) & np.isclose(bias[:, 0], 0) & np.isclose(bias[:, 1], -kp)
     if not servo.all():
         names = [model.actuator(i).name for i in np.flatnonzero(~servo)]
-        raise ValueError(f"reference_velocity_feedforward needs position actuators; these are not: {names[:5]}")
+        raise ConfigError(
+            f"env.reference_velocity_feedforward: needs position actuators; these are not: {names[:5]}; "
+            "turn the feed-forward off for this robot"
+        )
     return -bias[:, 2] / kp
