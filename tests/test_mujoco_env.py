@@ -12,6 +12,7 @@ import torch
 from mimic_rl.envs import VecEnv
 from mimic_rl.envs.mujoco import DomainRandomization, InitNoise, MujocoTrackingEnv, TrackingEnvConfig
 from mimic_rl.envs.mujoco.robots import humanoid28_config, servo_kv_over_kp
+from mimic_rl.export.contract import bake_reference
 from mimic_rl.motion import (
     MotionLibrary,
     RobotKinematics,
@@ -309,6 +310,11 @@ def test_velocity_feedforward_adds_kv_over_kp_times_the_reference_velocity(data_
         return float(torch.stack(errors).mean())
 
     with_velocity, positions_only = run(True), run(False)
+    env = _env(data_dir, sampling_mode="start", action_offset="reference", reference_velocity_feedforward=True, **CALM)
+    baked = bake_reference(env)["action_offset"]  # what --bake-motion hands a robot: row n is for control step n
+    times = (torch.arange(len(baked)) + 1) * env.step_dt
+    ahead = env.library.state(torch.zeros(len(baked), dtype=torch.long), times)
+    np.testing.assert_allclose(baked, (ahead.joint_pos + 0.1 * ahead.joint_vel).numpy(), atol=1e-5)  # float32 times
     assert with_velocity < 0.7 * positions_only, (with_velocity, positions_only)  # the servo no longer lags
     with pytest.raises(ValueError, match="action_offset: reference"):
         _env(data_dir, reference_velocity_feedforward=True)

@@ -128,8 +128,9 @@ def deploy_contract(env: Any, obs_groups: dict[str, Any]) -> dict[str, Any]:
             "offset": env.default_joint_pos.cpu().tolist(),
             "pd_target": "offset + scale * actions"
             if cfg.action_offset == "default"
-            else "reference_joint_pos(t + control_dt) + scale * actions (reference.npz action_offset[step])"
-            + (" + kv / kp * reference_joint_vel(t + control_dt)" if cfg.reference_velocity_feedforward else ""),
+            else "reference_joint_pos(t + control_dt)"
+            + (" + kv / kp * reference_joint_vel(t + control_dt)" if cfg.reference_velocity_feedforward else "")
+            + " + scale * actions (reference.npz action_offset[step] + scale * actions)",
             "clip": None,
             "delay_steps": deploy.action_delay_steps if deploy.enabled else 0,
         },
