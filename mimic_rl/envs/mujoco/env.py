@@ -16,7 +16,6 @@ to the host once and the sensor readings to the device once (``_sensors``), plus
 
 from __future__ import annotations
 
-import re
 import warnings
 from typing import Any
 
@@ -28,7 +27,7 @@ from mimic_rl.envs.common.reference_state import ReferenceStateInit
 from mimic_rl.envs.common.sensor_model import ActionDelay, SensorChannels
 from mimic_rl.envs.mujoco.config import InitNoise, TrackingEnvConfig
 from mimic_rl.envs.mujoco.physics import BatchedPhysics
-from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, robot_config, servo_kv_over_kp
+from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, joint_tables, robot_config
 from mimic_rl.errors import ConfigError, TrainingDiverged
 from mimic_rl.motion import BodyState, MotionClip, MotionLibrary, expand_motion_paths
 from mimic_rl.tasks.tracking import (
@@ -176,20 +175,10 @@ class MujocoTrackingEnv:
             (lower, upper),
             self.step_dt,
         )
-        default = np.zeros(m.nu)
-        for pattern, value in self.robot.default_joint_pos.items():
-            for i, name in enumerate(self.joint_names):
-                if re.fullmatch(pattern, name):
-                    default[i] = value
-        self.default_joint_pos = torch.tensor(default, dtype=torch.float32, device=dev)
-        if self.robot.action_scale is None:
-            scale = 0.25 * m.actuator_forcerange[:, 1] / m.actuator_gainprm[:, 0]
-        else:
-            scale = np.full(m.nu, float(self.robot.action_scale))
-        scale = scale * self.cfg.action_scale_factor
-        self.action_scale = torch.tensor(scale, dtype=torch.float32, device=dev)
-        feedforward = servo_kv_over_kp(m) if self.cfg.reference_velocity_feedforward else np.zeros(m.nu)
-        self._feedforward = torch.tensor(feedforward, dtype=torch.float32, device=dev)
+        tables = joint_tables(m, self.robot, self.joint_names, self.cfg)
+        self.default_joint_pos, self.action_scale, self._feedforward = (
+            torch.tensor(t, dtype=torch.float32, device=dev) for t in tables
+        )
         self.tracking_layout = TrackingLayout(
             self.anchor, self.root, self.end_effectors, self.default_joint_pos, self.joint_lower, self.joint_upper
         )

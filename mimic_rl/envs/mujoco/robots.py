@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -26,6 +27,7 @@ __all__ = [
     "build_model",
     "g1_config",
     "humanoid28_config",
+    "joint_tables",
     "robot_config",
     "servo_kv_over_kp",
 ]
@@ -195,3 +197,22 @@ def servo_kv_over_kp(model: mujoco.MjModel) -> np.ndarray:
             "turn the feed-forward off for this robot"
         )
     return -bias[:, 2] / kp
+
+
+def joint_tables(
+    model: mujoco.MjModel, robot: RobotConfig, joint_names: list[str], cfg: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per actuated joint: the default pose (``robot.default_joint_pos``'s patterns, else 0), the action scale (rad
+    of PD target per unit of action: the robot's, or 0.25 x effort limit / kp, times ``cfg.action_scale_factor``)
+    and the velocity feed-forward gain (kv / kp with ``cfg.reference_velocity_feedforward``, else 0)."""
+    default = np.zeros(model.nu)
+    for pattern, value in robot.default_joint_pos.items():
+        for i, name in enumerate(joint_names):
+            if re.fullmatch(pattern, name):
+                default[i] = value
+    if robot.action_scale is None:
+        scale = 0.25 * model.actuator_forcerange[:, 1] / model.actuator_gainprm[:, 0]
+    else:
+        scale = np.full(model.nu, float(robot.action_scale))
+    feedforward = servo_kv_over_kp(model) if cfg.reference_velocity_feedforward else np.zeros(model.nu)
+    return default, scale * cfg.action_scale_factor, feedforward
