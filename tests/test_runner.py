@@ -44,6 +44,27 @@ def test_runner_smoke_on_the_toy_env(tmp_path):
     assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 3
 
 
+def test_a_save_cut_short_by_an_interrupt_is_redone_before_exiting(tmp_path, monkeypatch):
+    """Ctrl-C or SIGTERM while the periodic checkpoint is being written: the interrupt handler writes it again
+    (before, the half-done save counted as done and the run exited without that iteration's checkpoint)."""
+    cfg = small_cfg(save_interval=2)
+    cfg.actor = {"hidden_dims": [32], "init_noise_std": 0.5}
+    cfg.critic = {"hidden_dims": [32]}
+    runner = OnPolicyRunner(cfg, log_dir=tmp_path, env=PointMassTrackingEnv(num_envs=8))
+    save, calls = runner.save, []
+
+    def interrupted_once(path):
+        calls.append(path.name)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # as the signal lands mid-write (the write is atomic: nothing is left)
+        return save(path)
+
+    monkeypatch.setattr(runner, "save", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        runner.learn(5)
+    assert calls == ["model_2.pt", "model_2.pt"] and (tmp_path / "model_2.pt").is_file()
+
+
 class SparseLogEnv(PointMassTrackingEnv):
     """Logs ``Episode_Reward/x`` = 2 on every third step only, as mjlab and Isaac Lab log episode sums at resets."""
 

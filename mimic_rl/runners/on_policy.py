@@ -198,8 +198,9 @@ class OnPolicyRunner:
         """``model_<iteration>.pt`` on the main rank, unless this iteration is saved already."""
         if not self.is_main or self._saved_iteration == self.iteration:
             return None
-        self._saved_iteration = self.iteration
-        return self.save(self.log_dir / f"model_{self.iteration}.pt")
+        path = self.save(self.log_dir / f"model_{self.iteration}.pt")
+        self._saved_iteration = self.iteration  # only once written: a save cut short by Ctrl-C/SIGTERM is redone
+        return path
 
     def _log(self, logs, losses, steps, collect_time, learn_time, start_iteration, total, start_time):
         # the mean over the steps that logged a key: every step for the embedded env, only steps with resets for
