@@ -21,8 +21,9 @@ _CONTEXT = multiprocessing.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(PRELOAD)
 
 
-def _child(argv: list[str], env_extra: dict[str, str], cwd: str, out_path: str, err_path: str) -> None:
-    """In the forked child: the environment and streams of a fresh command, then ``main(argv)`` and its exit code."""
+def _child(argv: list[str], env_extra: dict[str, str], cwd: str, out_path: str, err_path: str, code_path: str) -> None:
+    """In the forked child: the environment and streams of a fresh command, then ``main(argv)`` and its exit code
+    (also written to ``code_path``: see :func:`run_forked`)."""
     os.environ.pop("MIMIC_RL_DEBUG", None)
     os.environ.update(OMP_NUM_THREADS="1", **env_extra)
     os.chdir(cwd)
@@ -40,14 +41,19 @@ def _child(argv: list[str], env_extra: dict[str, str], cwd: str, out_path: str, 
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
+    Path(code_path).write_text(str(int(code or 0)))
     os._exit(int(code or 0))
 
 
 def run_forked(argv: list[str], env_extra: dict[str, str], cwd: Path, timeout_s: float = 300) -> dict:
-    """``{"rc", "stdout", "stderr", "argv"}`` of one command; rc is ``"timeout"`` when it ran past ``timeout_s``."""
+    """``{"rc", "stdout", "stderr", "argv"}`` of one command; rc is ``"timeout"`` when it ran past ``timeout_s``.
+
+    The exit code is the one the child wrote before exiting, else the process's: the forkserver passes a child's
+    status over a pipe and reports 255 when that read fails (seen once under load, from a child that had printed its
+    one-line error), which is not the command's exit code."""
     with tempfile.TemporaryDirectory() as tmp:
-        out_path, err_path = os.path.join(tmp, "out"), os.path.join(tmp, "err")
-        proc = _CONTEXT.Process(target=_child, args=(argv, env_extra, str(cwd), out_path, err_path))
+        out_path, err_path, code_path = (os.path.join(tmp, name) for name in ("out", "err", "code"))
+        proc = _CONTEXT.Process(target=_child, args=(argv, env_extra, str(cwd), out_path, err_path, code_path))
         proc.start()
         proc.join(timeout_s)
         if proc.is_alive():
@@ -55,6 +61,7 @@ def run_forked(argv: list[str], env_extra: dict[str, str], cwd: Path, timeout_s:
             proc.join()
             rc: int | str = "timeout"
         else:
-            rc = proc.exitcode
+            written = Path(code_path).read_text() if Path(code_path).exists() else ""
+            rc = int(written) if written else proc.exitcode
         read = [Path(p).read_text() if Path(p).exists() else "" for p in (out_path, err_path)]
     return {"rc": rc, "stdout": read[0], "stderr": read[1], "argv": argv}
