@@ -94,18 +94,16 @@ def quat_angle_error(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def quat_slerp(a: torch.Tensor, b: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """Spherical interpolation from ``a`` (t = 0) to ``b`` (t = 1) along the shorter arc; ``t`` is ``[...]``."""
+    """Spherical interpolation from ``a`` (t = 0) to ``b`` (t = 1) along the shorter arc; ``t`` is ``[...]``.
+
+    ``sin((1 - t) theta) a + sin(t theta) b``, normalized: the common ``1 / sin(theta)`` cancels in the normalization,
+    and an angle under 1e-6 rad is taken as 1e-6, where the weights are those of a linear interpolation to 1e-12.
+    """
     t = t.unsqueeze(-1)
     dot = (a * b).sum(-1, keepdim=True)
     b = torch.where(dot < 0, -b, b)
-    dot = dot.abs().clamp(max=1.0)
-    theta = torch.acos(dot)
-    sin_theta = torch.sin(theta)
-    small = sin_theta < 1e-6
-    safe = torch.where(small, torch.ones_like(sin_theta), sin_theta)
-    wa = torch.where(small, 1.0 - t, torch.sin((1.0 - t) * theta) / safe)
-    wb = torch.where(small, t, torch.sin(t * theta) / safe)
-    return normalize_quat(wa * a + wb * b)
+    theta = torch.acos(dot.abs().clamp(max=1.0)).clamp(min=1e-6)
+    return normalize_quat(torch.sin((1.0 - t) * theta) * a + torch.sin(t * theta) * b)
 
 
 def matrix_from_quat(q: torch.Tensor) -> torch.Tensor:
@@ -145,9 +143,12 @@ def quat_from_matrix(m: torch.Tensor) -> torch.Tensor:
 
 def quat_to_6d(q: torch.Tensor) -> torch.Tensor:
     """First two columns of the rotation matrix, flattened row by row ``[r00, r01, r10, r11, r20, r21]``."""
-    basis = torch.eye(3, 2, dtype=q.dtype, device=q.device).T  # the x and y unit vectors, [2, 3]
-    columns = quat_apply(q.unsqueeze(-2).expand(*q.shape[:-1], 2, 4), basis.expand(*q.shape[:-1], 2, 3))
-    return columns.transpose(-1, -2).reshape(*q.shape[:-1], 6)
+    w, x, y, z = q.unbind(-1)  # the entries of matrix_from_quat (unit q), without the third column
+    xx, yy, zz = x * x, y * y, z * z
+    xy, xz, yz, wx, wy, wz = x * y, x * z, y * z, w * x, w * y, w * z
+    return torch.stack(
+        (1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (xz - wy), 2 * (yz + wx)), dim=-1
+    )
 
 
 def yaw_quat(q: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,16 @@ import pytest
 import torch
 
 import mimic_rl.tasks.tracking as tk
-from mimic_rl.rotations import matrix_from_quat, normalize_quat, quat_apply, quat_apply_inverse, quat_mul
+from mimic_rl.rotations import (
+    matrix_from_quat,
+    normalize_quat,
+    quat_apply,
+    quat_apply_inverse,
+    quat_conjugate,
+    quat_mul,
+    quat_slerp,
+    yaw_quat,
+)
 
 CASES = [("cpu", torch.float32), ("cpu", torch.float64), ("cuda", torch.float32), ("cuda", torch.float64)]
 
@@ -123,6 +132,45 @@ def test_relative_targets_invariant_to_moving_the_reference(dd):
     close(matrix_from_quat(q1), matrix_from_quat(q0), dd, scale=10)
     # the targets keep the reference heights (the end-effector termination relies on it)
     close(p0[..., 2], ref.body_pos_w[..., 2], dd, scale=10)
+
+
+def test_relative_targets_equal_the_yaw_quaternion_composition(dd):
+    """Second implementation: ``delta = yaw(anchor) * yaw(ref_anchor)^-1`` as quaternions, applied with quat_apply, on
+    tilted anchors with headings whose difference wraps past +-pi (the function computes the heading difference as
+    one planar rotation)."""
+    g = torch.Generator().manual_seed(3)
+    n, b = 64, 5
+    ref_pos, pos = torch.randn(n, b, 3, generator=g).to(**dd), torch.randn(n, 3, generator=g).to(**dd)
+    ref_anchor_pos = torch.randn(n, 3, generator=g).to(**dd)
+    ref_quat, anchor_quat, ref_anchor_quat = (
+        normalize_quat(torch.randn(*shape, 4, generator=g).to(**dd)) for shape in ((n, b), (n,), (n,))
+    )
+    pos_out, quat_out = tk.relative_reference_body_poses(
+        ref_pos, ref_quat, ref_anchor_pos, ref_anchor_quat, pos, anchor_quat
+    )
+    delta = quat_mul(yaw_quat(anchor_quat), quat_conjugate(yaw_quat(ref_anchor_quat))).unsqueeze(1).expand(n, b, 4)
+    origin = torch.cat((pos[:, :2], ref_anchor_pos[:, 2:]), dim=-1).unsqueeze(1)
+    close(pos_out, origin + quat_apply(delta, ref_pos - ref_anchor_pos.unsqueeze(1)), dd, scale=10)
+    close(matrix_from_quat(quat_out), matrix_from_quat(quat_mul(delta, ref_quat)), dd, scale=10)
+
+
+def test_slerp_equals_the_textbook_formula(dd):
+    """``(sin((1 - t) theta) a + sin(t theta) b) / sin(theta)`` along the shorter arc, in float64 by hand; also for
+    nearly equal quaternions (the formula's 0 / 0) and at both ends."""
+    g = torch.Generator().manual_seed(4)
+    a = normalize_quat(torch.randn(200, 4, generator=g, dtype=torch.float64))
+    b = normalize_quat(torch.randn(200, 4, generator=g, dtype=torch.float64))
+    b[:50] = normalize_quat(a[:50] + 1e-7 * torch.randn(50, 4, generator=g, dtype=torch.float64))
+    b[50:60] = a[50:60]
+    frac = torch.rand(200, generator=g, dtype=torch.float64)
+    frac[60:70], frac[70:80] = 0.0, 1.0
+    dot = (a * b).sum(-1, keepdim=True)
+    near = torch.where(dot < 0, -b, b)
+    theta = torch.acos(dot.abs().clamp(max=1.0))
+    s, u = torch.sin(theta), frac.unsqueeze(-1)
+    textbook = torch.where(s > 1e-12, (torch.sin((1 - u) * theta) * a + torch.sin(u * theta) * near) / s, a)
+    expected = normalize_quat(torch.where(s > 1e-12, textbook, (1 - u) * a + u * near))
+    close(quat_slerp(a.to(**dd), b.to(**dd), frac.to(**dd)), expected, dd)
 
 
 def test_projected_gravity(dd):

@@ -92,6 +92,20 @@ class MotionLibrary:
         self.clip_duration = ((frames.to(torch.float64).to(dev) - 1) / self.clip_fps).to(torch.float32)
         modes = [loop_mode or c.loop_mode for c in clips]
         self.clip_wrap = torch.tensor([m == "wrap" for m in modes], dtype=torch.bool, device=dev)
+        # what _frame_index reads of a clip, in one float64 row (one gather per call, not six): duration, the
+        # remainder's period, fps, whether it wraps, the last frame and the first row in the frame table
+        self._index_table = torch.stack(
+            (
+                self.clip_duration.to(torch.float64),
+                self.clip_duration.to(torch.float64).clamp(min=1e-9),
+                self.clip_fps,
+                self.clip_wrap.to(torch.float64),
+                (self.clip_frames - 1).to(torch.float64),
+                self.clip_start.to(torch.float64),
+            ),
+            dim=-1,
+        )
+        self._any_wrap = bool(self.clip_wrap.any())
         w = torch.ones(len(clips)) if weights is None else torch.as_tensor(weights, dtype=torch.float32)
         if w.shape != (len(clips),) or not bool(torch.isfinite(w).all()) or bool((w < 0).any()) or float(w.sum()) <= 0:
             raise ValueError(f"weights: expected {len(clips)} non-negative numbers with a positive sum, got {weights}")
@@ -140,22 +154,21 @@ class MotionLibrary:
     def _frame_index(
         self, clip_ids: torch.Tensor, times: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        duration = self.clip_duration[clip_ids].to(torch.float64)
+        """Frame-table rows of the frames on either side of each (clip, time), and the weight of the second."""
         eps = torch.finfo(times.dtype).eps if times.is_floating_point() else 0.0
+        duration, period, fps, wrap, last, start = self._index_table.index_select(0, clip_ids).unbind(-1)
         t = times.to(torch.float64)
-        wrapped = torch.remainder(t, duration.clamp(min=1e-9))
-        t = torch.where(self.clip_wrap[clip_ids], wrapped, t.clamp(min=0.0).minimum(duration))
-        x = t * self.clip_fps[clip_ids]
+        clamped = t.clamp(min=0.0).minimum(duration)
+        t = torch.where(wrap > 0, torch.remainder(t, period), clamped) if self._any_wrap else clamped
+        x = t * fps
         nearest = torch.round(x)
         # a frame time given in float32 is a few ulps off the frame: snap it, so that frames come back exactly
-        tolerance = (4.0 * eps * t.abs().clamp(min=1.0) * self.clip_fps[clip_ids]).clamp(min=1e-9)
+        tolerance = (t.abs().clamp(min=1.0) * fps).mul(4.0 * eps).clamp(min=1e-9)
         x = torch.where((x - nearest).abs() <= tolerance, nearest, x)
-        last = self.clip_frames[clip_ids] - 1
-        f0 = torch.minimum(torch.floor(x).long(), last)
-        alpha = (x - f0.to(torch.float64)).to(torch.float32)
-        f1 = torch.minimum(f0 + 1, last)
-        start = self.clip_start[clip_ids]
-        return start + f0, start + f1, alpha
+        f0 = torch.floor(x).minimum(last)  # frame numbers are exact in float64
+        alpha = (x - f0).to(torch.float32)
+        f1 = (f0 + 1.0).minimum(last)
+        return (start + f0).long(), (start + f1).long(), alpha
 
     def _table(self, bodies: Sequence[int] | None) -> tuple[torch.Tensor, dict[str, slice], dict[str, tuple]]:
         """The packed frame table (and its column layout) restricted to ``bodies``; built once per subset."""

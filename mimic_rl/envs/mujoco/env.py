@@ -237,7 +237,9 @@ class MujocoTrackingEnv:
         self, sensor: torch.Tensor, clip_ids: torch.Tensor, obs_time: torch.Tensor, last_actions: torch.Tensor
     ) -> dict:
         """Observation groups of every env from raw sensor readings (a pure function of its inputs)."""
-        future, _ = self._reference(clip_ids, obs_time)
+        # the future anchor frames alone: the current frame of every tracked body is the rewards' (eagerly, a
+        # second interpolation per reset step that nothing reads)
+        future = self.library.future_states(clip_ids, obs_time, self._future_offsets, self._ref_anchor_only)
         return self._observation_groups(self._state_from_sensors(sensor), future, last_actions)
 
     def _observe_into(
