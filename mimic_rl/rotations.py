@@ -16,6 +16,7 @@ __all__ = [
     "quat_apply",
     "quat_apply_inverse",
     "quat_conjugate",
+    "quat_conjugate_mul",
     "quat_from_axis_angle",
     "quat_from_matrix",
     "quat_mul",
@@ -57,6 +58,15 @@ def quat_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.cat((w, v), dim=-1)
 
 
+def quat_conjugate_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``quat_mul(quat_conjugate(a), b)``, the rotation from ``a`` to ``b`` for unit ``a``, without the conjugate."""
+    wa, va = a[..., :1], a[..., 1:]
+    wb, vb = b[..., :1], b[..., 1:]
+    w = wa * wb + (va * vb).sum(-1, keepdim=True)
+    v = wa * vb - wb * va - torch.linalg.cross(va, vb, dim=-1)
+    return torch.cat((w, v), dim=-1)
+
+
 def quat_apply(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Rotate vectors ``v`` (``[..., 3]``) by unit quaternions ``q``."""
     w, xyz = q[..., :1], q[..., 1:]
@@ -65,8 +75,10 @@ def quat_apply(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def quat_apply_inverse(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Rotate vectors by the inverse of ``q`` (world to the frame of ``q``)."""
-    return quat_apply(quat_conjugate(q), v)
+    """Rotate vectors by the inverse of ``q`` (world to the frame of ``q``): ``quat_apply(quat_conjugate(q), v)``."""
+    w, xyz = q[..., :1], q[..., 1:]
+    t = 2.0 * torch.linalg.cross(xyz, v, dim=-1)
+    return v - w * t + torch.linalg.cross(xyz, t, dim=-1)
 
 
 def axis_angle_from_quat(q: torch.Tensor, eps: float = 1e-9) -> torch.Tensor:
@@ -89,7 +101,7 @@ def quat_from_axis_angle(rotvec: torch.Tensor, eps: float = 1e-9) -> torch.Tenso
 
 def quat_angle_error(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Rotation angle between ``a`` and ``b`` in [0, pi], sign-agnostic."""
-    rel = quat_mul(quat_conjugate(a), b)
+    rel = quat_conjugate_mul(a, b)
     return 2.0 * torch.atan2(rel[..., 1:].norm(dim=-1), rel[..., 0].abs())
 
 

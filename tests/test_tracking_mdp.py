@@ -14,6 +14,7 @@ from mimic_rl.rotations import (
     quat_apply,
     quat_apply_inverse,
     quat_conjugate,
+    quat_conjugate_mul,
     quat_mul,
     quat_slerp,
     yaw_quat,
@@ -152,6 +153,17 @@ def test_relative_targets_equal_the_yaw_quaternion_composition(dd):
     origin = torch.cat((pos[:, :2], ref_anchor_pos[:, 2:]), dim=-1).unsqueeze(1)
     close(pos_out, origin + quat_apply(delta, ref_pos - ref_anchor_pos.unsqueeze(1)), dd, scale=10)
     close(matrix_from_quat(quat_out), matrix_from_quat(quat_mul(delta, ref_quat)), dd, scale=10)
+
+
+def test_inverse_rotations_equal_the_conjugate_composition(dd):
+    """``quat_conjugate_mul(a, b)`` and ``quat_apply_inverse(q, v)`` (written without the conjugate) against the
+    conjugate composed with ``quat_mul`` / ``quat_apply``, and a rotation undone by its inverse."""
+    g = torch.Generator().manual_seed(5)
+    a, b = (normalize_quat(torch.randn(50, 3, 4, generator=g).to(**dd)) for _ in range(2))
+    v = torch.randn(50, 3, 3, generator=g).to(**dd)
+    close(quat_conjugate_mul(a, b), quat_mul(quat_conjugate(a), b), dd)
+    close(quat_apply_inverse(a, v), quat_apply(quat_conjugate(a), v), dd)
+    close(quat_apply(a, quat_apply_inverse(a, v)), v, dd, scale=10)
 
 
 def test_slerp_equals_the_textbook_formula(dd):

@@ -21,7 +21,7 @@ from torch import nn
 
 from mimic_rl.export.state import recurrent_state_names
 from mimic_rl.models.actor_critic import Actor
-from mimic_rl.rotations import quat_conjugate, quat_mul, quat_to_6d
+from mimic_rl.rotations import quat_conjugate_mul, quat_to_6d
 from mimic_rl.tasks.tracking import DEPLOYABLE_TERMS, InitNoise, observation_terms, term_sizes
 
 __all__ = [
@@ -180,7 +180,7 @@ class BakedPolicy(nn.Module):
         idx = time_step.clamp(0, last)
         ref_quat = self.future_anchor_quat[idx]
         quat = anchor_quat_w.unsqueeze(-2).expand_as(ref_quat)
-        rel = quat_to_6d(quat_mul(quat_conjugate(quat), ref_quat))
+        rel = quat_to_6d(quat_conjugate_mul(quat, ref_quat))
         reference = torch.cat((self.future_joint_pos[idx], self.future_joint_vel[idx], rel), dim=-1)
         mask = torch.ones(policy.shape[0], dtype=torch.bool)
         if not self.state_names:

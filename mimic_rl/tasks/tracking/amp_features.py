@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import torch
 
-from mimic_rl.rotations import quat_apply_inverse, quat_conjugate, quat_mul, quat_to_6d, yaw_quat
+from mimic_rl.rotations import quat_apply_inverse, quat_conjugate_mul, quat_to_6d, yaw_quat
 
 __all__ = ["amp_feature_dim", "amp_features"]
 
@@ -61,7 +61,7 @@ def amp_features(
     heading = yaw_quat(anchor_quat)
     lin_vel = quat_apply_inverse(heading, body_lin_vel_w[..., anchor, :])
     ang_vel = quat_apply_inverse(heading, body_ang_vel_w[..., anchor, :])
-    tilt = quat_to_6d(quat_mul(quat_conjugate(heading), anchor_quat))
+    tilt = quat_to_6d(quat_conjugate_mul(heading, anchor_quat))
     key_pos = body_pos_w[..., key_bodies, :] - anchor_pos.unsqueeze(-2)
     key_local = quat_apply_inverse(heading.unsqueeze(-2).expand(*key_pos.shape[:-1], 4), key_pos)
     return torch.cat(

@@ -20,7 +20,7 @@ from typing import Annotated
 
 import torch
 
-from mimic_rl.rotations import quat_conjugate, quat_mul, quat_to_6d
+from mimic_rl.rotations import quat_conjugate_mul, quat_to_6d
 from mimic_rl.tasks.tracking.context import StepContext
 from mimic_rl.utils import Range
 
@@ -102,7 +102,7 @@ def deploy_reference(ctx: StepContext) -> torch.Tensor:
     future = ctx.future_reference
     ref_quat = future.body_quat_w[:, :, 0]
     quat = ctx.anchor_quat_w.unsqueeze(-2).expand_as(ref_quat)
-    rel_ori = quat_to_6d(quat_mul(quat_conjugate(quat), ref_quat))
+    rel_ori = quat_to_6d(quat_conjugate_mul(quat, ref_quat))
     return torch.cat((future.joint_pos, future.joint_vel, rel_ori), dim=-1)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from mimic_rl.rotations import quat_apply_inverse, quat_conjugate, quat_mul, quat_to_6d
+from mimic_rl.rotations import quat_apply_inverse, quat_conjugate_mul, quat_mul, quat_to_6d
 
 __all__ = [
     "body_pose_in_anchor_frame",
@@ -48,7 +48,7 @@ def reference_observation(
     pos = anchor_pos_w.unsqueeze(-2).expand_as(ref_anchor_pos_w)
     quat = anchor_quat_w.unsqueeze(-2).expand_as(ref_anchor_quat_w)
     rel_pos = quat_apply_inverse(quat, ref_anchor_pos_w - pos)
-    rel_ori = quat_to_6d(quat_mul(quat_conjugate(quat), ref_anchor_quat_w))
+    rel_ori = quat_to_6d(quat_conjugate_mul(quat, ref_anchor_quat_w))
     return torch.cat((ref_joint_pos, ref_joint_vel, rel_pos, rel_ori), dim=-1)
 
 
@@ -69,7 +69,7 @@ def body_pose_in_anchor_frame(
     pos = anchor_pos_w.unsqueeze(-2).expand_as(body_pos_w)
     quat = anchor_quat_w.unsqueeze(-2).expand_as(body_quat_w)
     rel_pos = quat_apply_inverse(quat, body_pos_w - pos)
-    rel_ori = quat_to_6d(quat_mul(quat_conjugate(quat), body_quat_w))
+    rel_ori = quat_to_6d(quat_conjugate_mul(quat, body_quat_w))
     return torch.cat((rel_pos, rel_ori), dim=-1)
 
 
