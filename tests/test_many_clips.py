@@ -49,6 +49,11 @@ def test_a_short_clip_beside_a_long_one_keeps_its_share_of_the_starts_and_both_a
     few for this margin (seed 0's long clip: 0.62 with 8, 0.19 with 16, 0.28 with 32). With the env seeded as the
     runner (seeds 1-2), ``weights`` left the dash at 0.31 on seed 1 but tracked both on seed 2 (1.00 / 0.78), ``rate``
     both on both (1.00 / 1.00): starving a clip of starts costs it its start on most seeds, not all.
+
+    Since the env step's rewrite in fewer operations (f4ffdf0: the same quantities, different float rounding, so a
+    different training run), ``weights`` on seed 0 gives 0.061 (0.94 / 0.97): both clips tracked although the dash
+    had 6 % of the starts. So the ``weights`` arm asserts what every seed showed, the starved share, and not the
+    failure it led to on three seeds of four; the ``rate`` arm asserts the share and that both clips are learned.
     """
     clips = [stop_and_go_clip(), reverse_dash_clip()]
     motions = [save_motion(clip, tmp_path / f"{i}.npz") for i, clip in enumerate(clips)]
@@ -70,4 +75,4 @@ def test_a_short_clip_beside_a_long_one_keeps_its_share_of_the_starts_and_both_a
     if balance == "rate":
         assert dash_share > 0.2 and min(success) >= 0.75, summary
     else:
-        assert dash_share < 0.1 and min(success) <= 0.5, summary
+        assert dash_share < 0.1, summary
