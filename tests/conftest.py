@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+import mimic_rl  # noqa: F401  (first, before torch: sets a sleeping OpenMP wait policy, so parallel workers share cores)
+
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("MUJOCO_GL", "egl")  # headless offscreen rendering (mimic_rl picks it when it renders)
 
