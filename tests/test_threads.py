@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
 
@@ -64,3 +65,27 @@ def test_importing_mimic_rl_first_lets_openmp_threads_sleep_unless_the_user_chos
     assert policy(None, "sys") == "PASSIVE"
     assert policy("ACTIVE", "sys") == "ACTIVE"
     assert policy(None, "torch") == "unset"  # too late to matter: left alone
+
+
+def test_the_env_step_runs_its_tensor_code_on_one_thread_unless_configured():
+    """Breakage caught: the step's small tensor ops spread over the run's threads again (slower alone, and 2-3x slower
+    beside a busy core, docs/benchmarks.md), an explicit env.torch_threads ignored, or the caller's setting not restored
+    after the step."""
+    from mimic_rl.envs.mujoco import MujocoTrackingEnv, TrackingEnvConfig
+
+    clip = str(Path(__file__).parents[1] / "motions" / "humanoid28_squat_reach.npz")  # the shipped default motion
+    outer = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        for setting, expected in ((None, 1), (2, 2)):
+            cfg = TrackingEnvConfig(num_envs=200, motions=[clip], num_threads=1, torch_threads=setting)
+            env = MujocoTrackingEnv(cfg)
+            seen = []
+            evaluate = env._evaluate_fn
+            env._evaluate_fn = lambda *a, _f=evaluate, _s=seen: (_s.append(torch.get_num_threads()), _f(*a))[1]
+            env.step(torch.zeros(env.num_envs, env.num_actions))
+            env.close()
+            assert seen == [expected]  # more than the 128 envs up to which the old default used one thread
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(outer)

@@ -17,10 +17,13 @@ import os
 import time
 from pathlib import Path
 
+# isort: off
+import mimic_rl  # noqa: F401  (before torch: its sleeping OpenMP wait policy, as the mimic-rl command has it)
 import mujoco
 import numpy as np
 import torch
 from mujoco import rollout
+# isort: on
 
 from mimic_rl.envs.mujoco import MujocoTrackingEnv, TrackingEnvConfig, build_model
 

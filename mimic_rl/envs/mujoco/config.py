@@ -64,8 +64,10 @@ class TrackingEnvConfig:
     """Physics threads (MuJoCo's rollout pool); None: torch's intra-op threads when the env is built (the run's
     ``--threads``, see ``mimic_rl.runners.threads``)."""
     torch_threads: Annotated[int | None, Range(1)] = None
-    """Torch threads inside ``step()``; None: 1 up to 128 envs on the CPU (small ops lose to OpenMP fork/join),
-    else unchanged. The caller's setting is restored after each step."""
+    """Torch threads inside ``step()``; None: 1 on the CPU, else unchanged. The step's tensors are small (tens of
+    thousands of numbers at 1,024 envs), so OpenMP's fork/join costs more than it saves, and a second thread waits on
+    a busy core when the machine is shared (``docs/benchmarks.md``). The caller's setting is restored after each
+    step; the physics keeps its own pool (``num_threads``)."""
     compile: bool = False
     """Fuse the per-step MDP (reference interpolation, observations, rewards, terminations, metrics) with
     ``torch.compile``: fewer, larger kernels instead of ~2,500 small eager ops per step. Costs a one-off compile

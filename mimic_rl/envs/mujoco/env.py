@@ -102,7 +102,7 @@ class MujocoTrackingEnv:
                 "env.reference_velocity_feedforward: needs action_offset: reference, found "
                 f"{cfg.action_offset!r}; set env.action_offset=reference or turn the feed-forward off"
             )
-        auto = 1 if self.device.type == "cpu" and self.num_envs <= 128 else None
+        auto = 1 if self.device.type == "cpu" else None  # small ops: one thread is faster, and graceful when shared
         self._torch_threads = cfg.torch_threads if cfg.torch_threads is not None else auto
         self._future_offsets = torch.arange(cfg.num_future_frames, device=dev) * (cfg.future_stride * self.step_dt)
         self._all_valid = torch.ones(n, dtype=torch.bool, device=dev)
