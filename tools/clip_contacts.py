@@ -22,16 +22,19 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import sys
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import mujoco
 import numpy as np
 
-from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, robot_config
+from mimic_rl.envs.mujoco.robots import robot_config
+from mimic_rl.errors import MimicRLError
 from mimic_rl.motion import MotionClip
 from mimic_rl.motion.formats import clip_from_root_and_joints, save_motion
-from mimic_rl.motion.kinematics import RobotKinematics
+from mimic_rl.motion.kinematics import RobotKinematics, mj_kinematics
 
 
 def _local_points(model: mujoco.MjModel, geom: int) -> np.ndarray:
@@ -71,27 +74,36 @@ def foot_points(model: mujoco.MjModel, data: mujoco.MjData, body: int) -> np.nda
     return np.concatenate(out)
 
 
-def posed_feet(path: str, robot: str, mjcf: str | None, csv_fps: float | None) -> tuple[MotionClip, RobotConfig, list]:
-    """The clip, the robot, and each frame's feet points: ``points[t][f]`` ``[P, 3]`` (``foot_points``) per foot."""
+@dataclass
+class PosedClip:
+    """A clip posed on its robot: ``points[t][f]`` are foot ``f``'s candidate lowest points at frame ``t``."""
+
+    clip: MotionClip
+    kin: RobotKinematics
+    points: list[list[np.ndarray]]
+
+
+def pose_feet(path: str, robot: str, mjcf: str | None, csv_fps: float | None) -> PosedClip:
+    """Load ``path`` for the robot and pose every frame on its model (``mj_kinematics``, no physics)."""
     cfg = robot_config(robot, mjcf)
-    model, _, _ = build_model(cfg, sensors=False)
-    data = mujoco.MjData(model)
     clip = cfg.load_clip(path, csv_fps=csv_fps)
-    adr = [model.joint(name).qposadr[0] for name in clip.joint_names]
+    kin = RobotKinematics(cfg.mjcf)
+    model, data = kin.model, mujoco.MjData(kin.model)
     feet = [model.body(name).id for name in cfg.end_effectors if "foot" in name or "ankle" in name]
+    cols = [clip.joint_names.index(name) for name in kin.joint_names]
     points = []
     for t in range(clip.num_frames):
-        data.qpos[:] = model.qpos0
-        data.qpos[0:3], data.qpos[3:7] = clip.body_pos_w[t, 0], clip.body_quat_w[t, 0]
-        data.qpos[adr] = clip.joint_pos[t]
-        mujoco.mj_kinematics(model, data)
+        qpos = model.qpos0.copy()
+        qpos[0:3], qpos[3:7] = clip.body_pos_w[t, 0], clip.body_quat_w[t, 0]
+        qpos[kin.joint_qpos] = clip.joint_pos[t, cols]
+        mj_kinematics(model, data, qpos)
         points.append([foot_points(model, data, body) for body in feet])
-    return clip, cfg, points
+    return PosedClip(clip, kin, points)
 
 
-def clip_contacts(path: str, robot: str, mjcf: str | None, csv_fps: float | None, contact: float) -> dict[str, float]:
-    """The statistics of one clip (metres, m/s, shares of frames)."""
-    clip, _, points = posed_feet(path, robot, mjcf, csv_fps)
+def contact_stats(posed: PosedClip, contact: float) -> dict[str, float]:
+    """The statistics of one posed clip (metres, m/s, shares of frames)."""
+    clip, points = posed.clip, posed.points
     n, feet = len(points), len(points[0])
     which = np.array([[int(p[:, 2].argmin()) for p in frame] for frame in points])
     z = np.array([[p[:, 2].min() for p in frame] for frame in points])
@@ -115,12 +127,12 @@ def clip_contacts(path: str, robot: str, mjcf: str | None, csv_fps: float | None
     }
 
 
-def pinned_clip(path: str, robot: str, mjcf: str | None, csv_fps: float | None, contact: float) -> MotionClip:
+def pin_feet(posed: PosedClip, contact: float) -> MotionClip:
     """The clip with its feet planted: the root moved so that a foot on the floor in two consecutive frames keeps its
     lowest point where it was (horizontally; flight and touch-down frames keep the clip's own motion), and lifted in
     each frame by as much as its lowest foot point is under the floor. Joint angles and orientations are the clip's;
     body states and velocities are recomputed (forward kinematics, finite differences)."""
-    clip, cfg, points = posed_feet(path, robot, mjcf, csv_fps)
+    clip, points = posed.clip, posed.points
     root = np.asarray(clip.body_pos_w, float)[:, 0].copy()
     shift = np.zeros_like(root)
     for t in range(clip.num_frames):
@@ -132,9 +144,18 @@ def pinned_clip(path: str, robot: str, mjcf: str | None, csv_fps: float | None, 
             if z[f] < contact and points[t - 1][f][:, 2].min() < contact:  # on the floor in both frames
                 k = int(points[t][f][:, 2].argmin())
                 shift[t, :2] -= points[t][f][k, :2] - points[t - 1][f][k, :2]
-    kin = RobotKinematics(cfg.mjcf)
-    meta = {"source": f"{path} (feet pinned)", "loop_mode": clip.loop_mode}
-    return clip_from_root_and_joints(kin, root + shift, clip.body_quat_w[:, 0], clip.joint_pos, clip.fps, meta)
+    meta = {"source": f"{clip.metadata['source']} (feet pinned)", "loop_mode": clip.loop_mode}
+    return clip_from_root_and_joints(posed.kin, root + shift, clip.body_quat_w[:, 0], clip.joint_pos, clip.fps, meta)
+
+
+def clip_contacts(path: str, robot: str, mjcf: str | None, csv_fps: float | None, contact: float) -> dict[str, float]:
+    """``contact_stats`` of the clip at ``path``."""
+    return contact_stats(pose_feet(path, robot, mjcf, csv_fps), contact)
+
+
+def pinned_clip(path: str, robot: str, mjcf: str | None, csv_fps: float | None, contact: float) -> MotionClip:
+    """``pin_feet`` of the clip at ``path``."""
+    return pin_feet(pose_feet(path, robot, mjcf, csv_fps), contact)
 
 
 def main() -> None:
@@ -151,17 +172,21 @@ def main() -> None:
     for path in args.clips:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            s = clip_contacts(path, args.robot, args.robot_mjcf, args.csv_fps, args.contact_mm / 1000)
-        name = path.rsplit("/", 1)[-1]
+            try:
+                posed = pose_feet(path, args.robot, args.robot_mjcf, args.csv_fps)
+            except (MimicRLError, OSError, ValueError) as exc:  # a missing or malformed clip or MJCF: one line
+                print(f"error: {exc}", file=sys.stderr)
+                sys.exit(2)
+        s = contact_stats(posed, args.contact_mm / 1000)
+        name = Path(path).name
         row = f"{name:28s} {s['duration_s']:5.1f} {s['root_speed']:8.2f} {s['lowest_median_mm']:9.0f}"
         row += f" {s['deepest_mm']:10.0f} {s['sunk_share']:9.0%}"
         print(f"{row} {s['on_floor_share']:8.0%} {s['skate_median']:16.2f} {s['skate_p90']:5.2f}")
         if args.pin_feet:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                pinned = pinned_clip(path, args.robot, args.robot_mjcf, args.csv_fps, args.contact_mm / 1000)
-            stem = name.rsplit(".", 1)[0]
-            print(f"  feet pinned: {save_motion(pinned, Path(args.pin_feet) / f'{stem}_pinned.npz')}")
+            out = save_motion(
+                pin_feet(posed, args.contact_mm / 1000), Path(args.pin_feet) / f"{Path(path).stem}_pinned"
+            )
+            print(f"  feet pinned: {out}")
 
 
 if __name__ == "__main__":
