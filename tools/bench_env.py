@@ -13,6 +13,7 @@ see the same machine load. Ratio = env policy steps/s divided by raw policy step
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -60,11 +61,14 @@ def bench(
     compile: bool,
     torch_threads: int | None = None,
     block: int = 10,
+    inference: bool = True,
 ) -> dict[str, float]:
     """Env steps/s and raw physics steps/s, measured in alternating blocks of ``block`` policy steps.
 
     Each block of env steps is replayed at once by the raw baselines, so that both see the same machine load (this
-    2-core box's speed drifts by tens of percent over minutes)."""
+    2-core box's speed drifts by tens of percent over minutes). With ``inference`` the env steps under
+    ``torch.inference_mode``, as the runner's collection and evaluation step it; without, autograd's bookkeeping
+    (version counters, view tracking) is paid on every tensor operation."""
     env = make_env(robot, num_envs, threads, compile, torch_threads)
     j = env.num_actions
     dec = env.cfg.decimation
@@ -90,6 +94,9 @@ def bench(
 
     bare, _, _ = build_model(env.robot, sensors=False)  # the same physics without the env's sensors
     (raw_same, pool_same), (raw_bare, pool_bare) = replayer(env.model), replayer(bare)
+    stack = contextlib.ExitStack()
+    if inference:
+        stack.enter_context(torch.inference_mode())
     obs = env.get_observations()
     for _ in range(10):  # warm-up (and the one-off compile)
         obs, *_ = env.step(act(obs))
@@ -107,6 +114,7 @@ def bench(
         totals["raw_same"] += raw_same(states, controls)
         totals["raw_bare"] += raw_bare(states, controls)
         done += len(states)
+    stack.close()
     pool_same.close()
     pool_bare.close()
     env.close()
@@ -121,6 +129,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--torch-threads", type=int, help="TrackingEnvConfig.torch_threads (default: the env's)")
     parser.add_argument(
+        "--grad-mode",
+        choices=["inference", "grad"],
+        default="inference",
+        help="step the env under torch.inference_mode, as training and evaluation do, or with autograd's bookkeeping",
+    )
+    parser.add_argument(
         "--compile",
         choices=["off", "on", "both"],
         default="both",
@@ -129,7 +143,7 @@ def main() -> None:
     args = parser.parse_args()
     print(
         f"torch {torch.__version__}, mujoco {mujoco.__version__}, {args.threads} physics threads, "
-        f"{args.steps} policy steps of 4 physics steps"
+        f"{args.steps} policy steps of 4 physics steps, env stepped in {args.grad_mode} mode"
     )
     print(
         f"{'robot':12s}{'envs':>6s}{'compile':>8s}{'env steps/s':>14s}{'raw (same model)':>18s}{'ratio':>8s}"
@@ -139,7 +153,8 @@ def main() -> None:
     for robot in args.robots:
         for n in args.envs:
             for compile in modes:
-                r = bench(robot, n, args.steps, args.threads, compile, args.torch_threads)
+                inference = args.grad_mode == "inference"
+                r = bench(robot, n, args.steps, args.threads, compile, args.torch_threads, inference=inference)
                 print(
                     f"{robot:12s}{n:6d}{'on' if compile else 'off':>8s}{r['env']:14.0f}"
                     f"{r['raw_same']:18.0f}{r['env'] / r['raw_same']:8.2f}"
