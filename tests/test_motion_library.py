@@ -75,6 +75,29 @@ def test_future_frames_are_states_at_offsets():
     assert future.joint_pos[1, :, 0].tolist() == pytest.approx([95, 97, 99, 100])  # clamped at the end
 
 
+def test_state_and_future_equals_state_and_future_states(data_dir):
+    """One frame lookup for the current frame and the K future ones gives exactly what two lookups give, on real
+    clips (clamped) and on wrapping ones."""
+    from mimic_rl.motion import load_motion
+
+    clips = [load_motion(data_dir / f"motions/humanoid28/{name}.npz") for name in ("humanoid_dance", "humanoid_run")]
+    cases = [
+        (MotionLibrary(clips), [3, 0, 11], [7]),
+        (MotionLibrary([ramp_clip(), ramp_clip(T=7)], loop_mode="wrap"), None, [1]),
+    ]
+    for lib, bodies, future_bodies in cases:
+        g = torch.Generator().manual_seed(1)
+        ids, times = lib.sample(48, "uniform", g)
+        times[:4] = torch.tensor([0.0, -0.5, 40.0, 0.1])  # before the start, past the end, exactly a frame
+        offsets = lib.frame_offsets(5, stride=2)
+        now, future = lib.state_and_future(ids, times, offsets, bodies, future_bodies)
+        want_now, want_future = lib.state(ids, times, bodies), lib.future_states(ids, times, offsets, future_bodies)
+        for name in ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w"):
+            assert torch.equal(getattr(now, name), getattr(want_now, name)), name
+            assert torch.equal(getattr(future, name), getattr(want_future, name)), name
+        assert future.body_quat_w.shape == (48, 5, 1, 4) and now.joint_pos.shape == (48, lib.clips[0].num_joints)
+
+
 def test_sampling_modes_and_weights():
     lib = MotionLibrary([ramp_clip(), ramp_clip(T=21)], weights=[1.0, 3.0])
     g = torch.Generator().manual_seed(0)

@@ -374,6 +374,27 @@ def test_the_step_feeds_the_adaptive_sampler_like_record_episode_ends(data_dir):
     assert env.metrics.summary()["episodes"] == ended
 
 
+def test_episode_ends_of_the_ending_envs_alone_equal_those_of_every_env(data_dir):
+    """The eager step restarts only the envs that end (``env_ids``); their rows and bookkeeping must be exactly those
+    that the fixed-shape version (every env, as compiled) gives them, and the other envs keep theirs."""
+    env = _env(data_dir, seed=3)
+    env.step(torch.zeros(8, env.num_actions))
+    init, g = env._init, torch.Generator().manual_seed(5)
+    dones = torch.tensor([True, False, False, True, True, False, False, True])
+    terminated = dones & torch.tensor([True, False, False, False, True, False, False, True])
+    draws = init.draws(8, g)
+    args = (dones, terminated, env.clip_ids, env.obs_time, env.motion_time, env.episode_length_buf, env._push_timer)
+    full = init.episode_ends(*args, env.library.adaptive.stats, draws)
+    ids = dones.nonzero().squeeze(-1)
+    part = init.episode_ends(*args, env.library.adaptive.stats, draws, env_ids=ids)
+    assert part["rows"].shape == (4, full["rows"].shape[1])
+    assert torch.equal(part["rows"], full["rows"][ids]) and torch.equal(part["sampler_stats"], full["sampler_stats"])
+    for name, value in full["next"].items():
+        assert torch.equal(part["next"][name], value), name
+        assert torch.equal(value[~dones], getattr(env, name)[~dones]), name
+    assert bool((full["next"]["episode_length_buf"][dones] == 0).all())
+
+
 def test_an_env_state_from_before_exposure_was_counted_keeps_its_failure_counts(data_dir):
     """Checkpoints written before exposure was counted keep the failure EMA alone (``adaptive_failures``, ``[C, B]``):
     it comes back as the failure row with zero exposure (so that failure-count sampling resumes exactly); statistics

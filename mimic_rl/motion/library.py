@@ -193,18 +193,29 @@ class MotionLibrary:
     def state(self, clip_ids: torch.Tensor, times: torch.Tensor, bodies: Sequence[int] | None = None) -> BodyState:
         """Interpolated reference state of each (clip, time) pair, leading shape that of ``clip_ids``; with
         ``bodies`` (indices into ``body_names``), only those bodies, in that order (less work; ``()``: joints only)."""
-        frames, columns, shapes = self._table(bodies)
         f0, f1, a = self._frame_index(clip_ids.reshape(-1), times.reshape(-1))
+        return self._interpolate(self._table(bodies), f0, f1, a, tuple(clip_ids.shape))
+
+    def _interpolate(
+        self,
+        table: tuple[torch.Tensor, dict[str, slice], dict[str, tuple]],
+        f0: torch.Tensor,
+        f1: torch.Tensor,
+        a: torch.Tensor,
+        lead: tuple[int, ...],
+    ) -> BodyState:
+        """The rows of ``table`` between frame rows ``f0`` and ``f1`` at weight ``a`` (``[M]`` each), as a state of
+        leading shape ``lead``: fields interpolated linearly, orientations by slerp, exact at frame times."""
+        frames, columns, shapes = table
         x0, x1 = frames.index_select(0, f0), frames.index_select(0, f1)
         w = a.unsqueeze(-1)
-        rows = torch.where(w == 0, x0, x0 + w * (x1 - x0))  # lerp; exactly the frame at a frame time
+        rows = x0 + w * (x1 - x0)  # lerp; exactly the frame at a frame time (w = 0: x0 + 0 for finite rows)
         quat = columns["body_quat_w"]
         nb = shapes["body_quat_w"][0]
         if nb > 0:  # bodies=() asks for the joints alone
             q0, q1 = x0[:, quat].view(-1, nb, 4), x1[:, quat].view(-1, nb, 4)
             slerped = quat_slerp(q0, q1, a.unsqueeze(-1).expand(-1, nb))
             rows[:, quat] = torch.where((w == 0).unsqueeze(-1), q0, slerped).reshape(-1, 4 * nb)
-        lead = tuple(clip_ids.shape)
         fields = {name: rows[:, cols].reshape(*lead, *shapes[name]) for name, cols in columns.items()}
         return BodyState(**fields)
 
@@ -217,6 +228,27 @@ class MotionLibrary:
         n, k = clip_ids.shape[0], offsets.shape[1]
         ids = clip_ids.reshape(-1, 1).expand(n, k)
         return self.state(ids, times.reshape(-1, 1) + offsets, bodies).reshape(n, k)
+
+    def state_and_future(
+        self,
+        clip_ids: torch.Tensor,
+        times: torch.Tensor,
+        offsets: torch.Tensor,
+        bodies: Sequence[int] | None = None,
+        future_bodies: Sequence[int] | None = None,
+    ) -> tuple[BodyState, BodyState]:
+        """``state(clip_ids, times, bodies)`` ``[N]`` and ``future_states(clip_ids, times, offsets, future_bodies)``
+        ``[N, K]`` (the same values), with one frame lookup for both."""
+        offsets = torch.as_tensor(offsets, dtype=torch.float32, device=self.device).reshape(1, -1)
+        n, k = clip_ids.shape[0], offsets.shape[1]
+        ids = torch.cat((clip_ids.reshape(-1, 1), clip_ids.reshape(-1, 1).expand(n, k)), dim=1).reshape(-1)
+        at = torch.cat((times.reshape(-1, 1), times.reshape(-1, 1) + offsets), dim=1).reshape(-1)
+        f0, f1, a = (x.view(n, k + 1) for x in self._frame_index(ids, at))
+        now = self._interpolate(self._table(bodies), f0[:, 0], f1[:, 0], a[:, 0], (n,))
+        future = self._interpolate(
+            self._table(future_bodies), f0[:, 1:].reshape(-1), f1[:, 1:].reshape(-1), a[:, 1:].reshape(-1), (n, k)
+        )
+        return now, future
 
     def frame_offsets(self, num_frames: int, stride: int = 1, fps: float | None = None) -> torch.Tensor:
         """Offsets (seconds) of ``num_frames`` future frames, ``stride`` frames apart at ``fps`` (default: clip 0's)."""

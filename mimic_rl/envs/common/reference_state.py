@@ -109,23 +109,38 @@ class ReferenceStateInit:
         push_timer: torch.Tensor,
         stats: torch.Tensor,
         draws: torch.Tensor,
+        env_ids: torch.Tensor | None = None,
     ) -> dict:
         """What ending the ``dones`` episodes changes (a pure function): the adaptive sampler's EMAs after this step's
-        episode ends, where every env would restart (``candidates``) as physics rows, and the episode bookkeeping
-        (``next``: the env's tensors of those names, restarted where done)."""
+        episode ends, where the envs restart (``candidates``) as physics rows, and the episode bookkeeping (``next``:
+        the env's tensors of those names, restarted where done).
+
+        Without ``env_ids``, ``rows`` holds every env's candidate (fixed shapes, for a compiled step); with
+        ``env_ids`` (the indices where ``dones``), only those envs' rows, in that order: the same values, less work.
+        """
         # the adaptive sampler learns where episodes failed and what they covered (as record_episode_ends does)
         spans = episode_length.to(obs_time.dtype) * self.step_dt
         updated = self.library.adaptive.after_episode_ends(stats, clip_ids, obs_time, terminated, dones, spans)
         stats = torch.where(dones.any(), updated, stats)
-        fresh = self.candidates(stats, draws)
+        if env_ids is None:
+            fresh = self.candidates(stats, draws)
+
+            def restarted(new: torch.Tensor | int, old: torch.Tensor) -> torch.Tensor:
+                return torch.where(dones, new, old)
+        else:
+            fresh = self.candidates(stats, draws[env_ids])
+
+            def restarted(new: torch.Tensor | int, old: torch.Tensor) -> torch.Tensor:
+                return old.index_put((env_ids,), torch.as_tensor(new, dtype=old.dtype, device=old.device))
+
         return {
             "sampler_stats": stats,
             "rows": fresh["rows"],
             "next": {
-                "clip_ids": torch.where(dones, fresh["clip_ids"], clip_ids),
-                "motion_time": torch.where(dones, fresh["times"], motion_time),
-                "obs_time": torch.where(dones, fresh["times"], obs_time),
-                "episode_length_buf": torch.where(dones, 0, episode_length),
-                "_push_timer": torch.where(dones, fresh["push_timer"], push_timer),
+                "clip_ids": restarted(fresh["clip_ids"], clip_ids),
+                "motion_time": restarted(fresh["times"], motion_time),
+                "obs_time": restarted(fresh["times"], obs_time),
+                "episode_length_buf": restarted(0, episode_length),
+                "_push_timer": restarted(fresh["push_timer"], push_timer),
             },
         }

@@ -217,8 +217,10 @@ class TrackingCommand:
     def reference(self, clip_ids: torch.Tensor, times: torch.Tensor) -> tuple[BodyState, BodyState]:
         """Future frames ``[N, K]`` of the anchor alone (observations) and the current frame of the tracked bodies
         (rewards, terminations, metrics)."""
-        future = self.library.future_states(clip_ids, times, self._future_offsets, self._ref_anchor_only)
-        return future, self.library.state(clip_ids, times, self._ref_tracked)
+        now, future = self.library.state_and_future(
+            clip_ids, times, self._future_offsets, self._ref_tracked, self._ref_anchor_only
+        )
+        return future, now
 
     # ------------------------------------------------------------------ the MDP
     def evaluate(

@@ -226,8 +226,10 @@ class MujocoTrackingEnv:
     def _reference(self, clip_ids: torch.Tensor, times: torch.Tensor) -> tuple[BodyState, BodyState]:
         """Future frames ``[M, K]`` of the anchor body alone (what observations need), and the current frame of the
         tracked bodies (what rewards, terminations and metrics need)."""
-        future = self.library.future_states(clip_ids, times, self._future_offsets, self._ref_anchor_only)
-        return future, self.library.state(clip_ids, times, self._ref_tracked)
+        now, future = self.library.state_and_future(
+            clip_ids, times, self._future_offsets, self._ref_tracked, self._ref_anchor_only
+        )
+        return future, now
 
     # ------------------------------------------------------------------ observations
     def _observation_groups(self, robot: BodyState, future: BodyState, last_actions: torch.Tensor) -> dict:
@@ -288,7 +290,7 @@ class MujocoTrackingEnv:
         out["reward"] = out["reward"] * scale
         terminated, time_outs, values = out["terminated"], out["time_outs"], out["values"]
         dones = terminated | time_outs
-        out["metric_sums"] = torch.stack([v.to(torch.float64).sum() for v in values.values()])
+        out["metric_sums"] = torch.stack(list(values.values())).to(torch.float64).sum(-1)
         out["episode_counts"] = torch.stack((dones.sum(), (time_outs & ~terminated).sum())).to(torch.float64)
         out["dones"] = dones
         out["last_actions"] = torch.where(dones.unsqueeze(-1), 0.0, actions)  # a new episode has no last action
@@ -318,10 +320,10 @@ class MujocoTrackingEnv:
 
     # ------------------------------------------------------------------ resets
     def _restart(self, env_ids: torch.Tensor, rows: torch.Tensor) -> None:
-        """Set the physics of ``env_ids`` to their ``rows`` (physics rows of every env), with a new model variant,
-        and evaluate their sensors."""
+        """Set the physics of ``env_ids`` to their ``rows`` (physics rows, one per env of ``env_ids``), with a new
+        model variant, and evaluate their sensors."""
         ids = env_ids.cpu().numpy()
-        rows = rows[env_ids].cpu().numpy()
+        rows = rows.cpu().numpy()
         if self.cfg.randomization.enabled:
             self.physics.assign_variants(ids)
         nq = self.model.nq
@@ -330,8 +332,12 @@ class MujocoTrackingEnv:
         self._sync_sensors(None if len(ids) == self.num_envs else env_ids)
 
     def _observe_reset(self, groups: dict[str, torch.Tensor], env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
-        """``groups`` with the rows of ``env_ids`` observed anew, in chunks of the reset bucket size, each padded
-        with copies of its first id (fixed shapes for torch.compile, whatever the number of resets)."""
+        """``groups`` with the rows of ``env_ids`` observed anew: compiled, in chunks of the reset bucket size, each
+        padded with copies of its first id (fixed shapes, whatever the number of resets); eagerly, in one call."""
+        if not self._resets_in_graph:  # eager: one call of the rows themselves (no fixed shapes to keep)
+            return self._observe_into_fn(
+                groups, env_ids, self._sensors, self.clip_ids, self.obs_time, self.last_actions
+            )
         b = self._bucket
         for start in range(0, int(env_ids.numel()), b):
             rows = env_ids[start : start + b]
@@ -418,14 +424,16 @@ class MujocoTrackingEnv:
         reset_ids = dones.nonzero().squeeze(-1)
         if reset_ids.numel() > 0:
             self.metrics.add_episodes(out["episode_counts"])
-            # eagerly, only on steps where some episode ends
-            resets = (
-                out["resets"] if "resets" in out else self._init.episode_ends(dones, terminated, *bookkeeping, *sampler)
-            )
+            if "resets" in out:  # compiled: every env's restart, computed in the graph
+                resets = out["resets"]
+                rows = resets["rows"][reset_ids]
+            else:  # eagerly, only on steps where some episode ends, and only for those envs
+                resets = self._init.episode_ends(dones, terminated, *bookkeeping, *sampler, env_ids=reset_ids)
+                rows = resets["rows"]
             self.library.adaptive.stats.copy_(resets["sampler_stats"])
             for name, value in resets["next"].items():
                 getattr(self, name).copy_(value)
-            self._restart(reset_ids, resets["rows"])
+            self._restart(reset_ids, rows)
             self._action_delay.restart(reset_ids)
             obs = self._tensordict(self._observe_reset(out["obs"], reset_ids))
         if self._channels is not None:

@@ -71,7 +71,6 @@ class BatchedPhysics:
         self.variant_of_env = np.zeros(num_envs, dtype=np.int64)
         self._models = [model] * num_envs
         self._datas = [mujoco.MjData(model) for _ in range(num_threads)]
-        self._scratch = mujoco.MjData(model)
         self._pool = rollout.Rollout(nthread=num_threads) if num_threads > 1 else None
         data = mujoco.MjData(model)
         mujoco.mj_resetData(model, data)
@@ -150,12 +149,21 @@ class BatchedPhysics:
         self.state[env_ids, start : start + 3] += velocity
 
     def refresh_sensors(self, env_ids: np.ndarray) -> None:
-        """Evaluate the sensors of some envs at their current state (after a reset), one ``mj_forward`` each."""
-        d = self._scratch
-        for i in env_ids:
-            mujoco.mj_setState(self._models[i], d, self.state[i], FULL_STATE)
-            mujoco.mj_forward(self._models[i], d)
-            self.sensordata[i] = d.sensordata
+        """Evaluate the sensors of some envs at their current state (after a reset), in the rollout's threads.
+
+        One physics step of each from its state, its end state discarded: MuJoCo evaluates sensors at the start of
+        a step, so its readings are those of the state itself (``mj_forward``'s; the env's sensors read positions
+        and velocities, which the controls do not change).
+        """
+        ids = np.asarray(env_ids, dtype=np.int64)
+        if ids.size == 0:
+            return
+        sensors = np.empty((ids.size, 1, self.model.nsensordata))
+        control = np.zeros((ids.size, 1, self.model.nu))
+        run = self._pool.rollout if self._pool is not None else rollout.rollout
+        models = [self._models[i] for i in ids]
+        run(models, self._datas, self.state[ids], control, nstep=1, sensordata=sensors, skip_checks=True)
+        self.sensordata[ids] = sensors[:, 0]
 
     def close(self) -> None:
         """Stop the thread pool."""

@@ -13,6 +13,7 @@ from mimic_rl.rotations import quat_apply_inverse, quat_conjugate_mul, quat_mul,
 __all__ = [
     "body_pose_in_anchor_frame",
     "projected_gravity",
+    "projected_gravity_z",
     "reference_observation",
     "reference_observation_dim",
     "relative_reference_body_poses",
@@ -125,4 +126,10 @@ def projected_gravity(quat_w: torch.Tensor) -> torch.Tensor:
     Equals ``quat_apply_inverse(quat_w, (0, 0, -1))`` = minus the last row of the rotation matrix.
     """
     w, x, y, z = quat_w.unbind(-1)
-    return torch.stack((2.0 * (w * y - x * z), -2.0 * (y * z + w * x), 2.0 * (x * x + y * y) - 1.0), dim=-1)
+    return torch.stack((2.0 * (w * y - x * z), -2.0 * (y * z + w * x), projected_gravity_z(quat_w)), dim=-1)
+
+
+def projected_gravity_z(quat_w: torch.Tensor) -> torch.Tensor:
+    """The z component of :func:`projected_gravity` alone, ``[..., 4]`` -> ``[...]``: ``-cos(tilt)``."""
+    x, y = quat_w[..., 1], quat_w[..., 2]
+    return 2.0 * (x * x + y * y) - 1.0

@@ -92,10 +92,9 @@ def step_evaluation(
     terminated, term_terms = evaluate_terminations(termination_table, ctx)
     time_outs = truncated & ~terminated
     values = tracking_metrics(robot, ref, layout.root, layout.end_effectors)
-    log = {f"reward/{k}": v.mean() for k, v in terms.items()}
-    log.update({f"termination/{k}": v.float().mean() for k, v in term_terms.items()})
-    log.update({f"metrics/{k}": v.mean() for k, v in values.items()})
-    log["reward/total"] = (reward * reward_scale).mean()
+    keys = [f"reward/{k}" for k in terms] + [f"termination/{k}" for k in term_terms] + [f"metrics/{k}" for k in values]
+    rows = [*terms.values(), *(v.float() for v in term_terms.values()), *values.values(), reward * reward_scale]
+    log = dict(zip([*keys, "reward/total"], torch.stack(rows).mean(-1).unbind()))  # one reduction for every mean
     return {
         "reward": reward,
         "terminated": terminated,

@@ -15,7 +15,7 @@ from typing import Annotated
 import torch
 
 from mimic_rl.tasks.tracking.context import StepContext, minimal_layout
-from mimic_rl.tasks.tracking.observations import projected_gravity
+from mimic_rl.tasks.tracking.observations import projected_gravity_z
 from mimic_rl.tasks.tracking.state import BodyState
 from mimic_rl.tasks.tracking.terms import TerminationTerm, evaluate_terminations
 from mimic_rl.utils import Range
@@ -62,7 +62,7 @@ def anchor_tilt_termination(
     BeyondMimic's ``bad_anchor_ori``: ``g.z = -cos(tilt)``, so an upright reference and a robot pitched by 90 degrees
     differ by 1.
     """
-    return (projected_gravity(ref_anchor_quat_w)[..., 2] - projected_gravity(anchor_quat_w)[..., 2]).abs() > threshold
+    return (projected_gravity_z(ref_anchor_quat_w) - projected_gravity_z(anchor_quat_w)).abs() > threshold
 
 
 def end_effector_height_termination(
