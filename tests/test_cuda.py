@@ -31,7 +31,7 @@ def _env(device: str, num_envs: int = 16, compile: bool = False):
 def test_the_mdp_on_cuda_equals_the_mdp_on_the_cpu_from_the_same_state():
     """The GPU env given the CPU env's physics and bookkeeping: the same observations, rewards and episode ends for
     the same actions (their random streams differ: a CUDA generator is not the CPU's)."""
-    from mimic_rl.envs.mujoco.env import _ENV_TENSORS
+    from mimic_rl.envs.mujoco.env_state import ENV_TENSORS as _ENV_TENSORS
 
     cpu, gpu = _env("cpu"), _env("cuda")
     gpu.physics.state[:] = cpu.physics.state

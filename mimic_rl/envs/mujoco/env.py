@@ -16,7 +16,6 @@ to the host once and the sensor readings to the device once (``_sensors``), plus
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ from tensordict import TensorDict
 from mimic_rl.envs.common.reference_state import ReferenceStateInit
 from mimic_rl.envs.common.sensor_model import ActionDelay, SensorChannels
 from mimic_rl.envs.mujoco.config import InitNoise, TrackingEnvConfig
+from mimic_rl.envs.mujoco.env_state import env_state_dict, load_env_state
 from mimic_rl.envs.mujoco.physics import BatchedPhysics
 from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, joint_tables, robot_config
 from mimic_rl.errors import ConfigError, TrainingDiverged
@@ -479,46 +479,12 @@ class MujocoTrackingEnv:
     def state_dict(self) -> dict[str, Any]:
         """Everything that determines the env's future: physics states, episode bookkeeping and random streams (plain
         tensors and numbers, so that a checkpoint loads with ``weights_only=True``)."""
-        return {
-            "physics_state": torch.from_numpy(self.physics.state.copy()),
-            "sensordata": torch.from_numpy(self.physics.sensordata.copy()),
-            "variant_of_env": torch.from_numpy(self.physics.variant_of_env.copy()),
-            "physics_rng": self.physics.rng.bit_generator.state,
-            "generator": self._gen.get_state(),
-            "adaptive_sampler": self.library.adaptive.stats.clone(),
-            "obs": {k: v.clone() for k, v in self._obs.items()},
-            **{k: getattr(self, k).clone() for k in _ENV_TENSORS},
-            **({} if self._channels is None else {"sensor_channels": self._channels.state_dict(self._action_delay)}),
-        }
+        return env_state_dict(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()`` (the env must have been built with the same config)."""
-        physics_state = state["physics_state"].cpu().numpy()
-        if physics_state.shape != self.physics.state.shape:
-            raise ValueError(f"env state is for {physics_state.shape[0]} envs, this env has {self.num_envs}")
-        self.physics.state[:] = physics_state
-        self.physics.sensordata[:] = state["sensordata"].cpu().numpy()
-        self._sync_sensors()
-        self.physics.variant_of_env[:] = state["variant_of_env"].cpu().numpy()
-        self.physics.assign_variants(np.arange(0), self.physics.variant_of_env)
-        self.physics.rng.bit_generator.state = state["physics_rng"]
-        generator = state["generator"].cpu()
-        if generator.numel() == self._gen.get_state().numel():
-            self._gen.set_state(generator)
-        else:  # a CUDA generator's state, saved before the env drew on the CPU: the stream restarts from the seed
-            message = "the checkpoint's env random stream is a CUDA generator's; restarting it from the seed"
-            warnings.warn(message, stacklevel=2)
-        self.library.adaptive.restore(state)
-        for k in _ENV_TENSORS:
-            getattr(self, k).copy_(state[k])
-        if self._channels is not None and "sensor_channels" in state:
-            self._channels.load_state_dict(state["sensor_channels"], self._action_delay)
-        if "obs" in state:
-            self._obs = self._tensordict({k: v.to(self.device).clone() for k, v in state["obs"].items()})
+        load_env_state(self, state)
 
     def close(self) -> None:
         """Release the physics thread pool."""
         self.physics.close()
-
-
-_ENV_TENSORS = ("episode_length_buf", "clip_ids", "motion_time", "obs_time", "actions", "last_actions", "_push_timer")
