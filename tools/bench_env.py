@@ -13,7 +13,6 @@ see the same machine load. Ratio = env policy steps/s divided by raw policy step
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import time
 from pathlib import Path
@@ -94,27 +93,24 @@ def bench(
 
     bare, _, _ = build_model(env.robot, sensors=False)  # the same physics without the env's sensors
     (raw_same, pool_same), (raw_bare, pool_bare) = replayer(env.model), replayer(bare)
-    stack = contextlib.ExitStack()
-    if inference:
-        stack.enter_context(torch.inference_mode())
-    obs = env.get_observations()
-    for _ in range(10):  # warm-up (and the one-off compile)
-        obs, *_ = env.step(act(obs))
-    totals = {"env": 0.0, "raw_same": 0.0, "raw_bare": 0.0}
-    done = 0
-    while done < steps:
-        states, controls = [], []
-        for _ in range(min(block, steps - done)):
-            a = act(obs)
-            states.append(env.physics.state.copy())
-            controls.append((env.default_joint_pos + env.action_scale * a).double().numpy())
-            t = time.perf_counter()
-            obs, *_ = env.step(a)
-            totals["env"] += time.perf_counter() - t
-        totals["raw_same"] += raw_same(states, controls)
-        totals["raw_bare"] += raw_bare(states, controls)
-        done += len(states)
-    stack.close()
+    with torch.inference_mode(inference):  # off: an ordinary grad-mode step
+        obs = env.get_observations()
+        for _ in range(10):  # warm-up (and the one-off compile)
+            obs, *_ = env.step(act(obs))
+        totals = {"env": 0.0, "raw_same": 0.0, "raw_bare": 0.0}
+        done = 0
+        while done < steps:
+            states, controls = [], []
+            for _ in range(min(block, steps - done)):
+                a = act(obs)
+                states.append(env.physics.state.copy())
+                controls.append((env.default_joint_pos + env.action_scale * a).double().numpy())
+                t = time.perf_counter()
+                obs, *_ = env.step(a)
+                totals["env"] += time.perf_counter() - t
+            totals["raw_same"] += raw_same(states, controls)
+            totals["raw_bare"] += raw_bare(states, controls)
+            done += len(states)
     pool_same.close()
     pool_bare.close()
     env.close()

@@ -224,10 +224,16 @@ class MotionLibrary:
     ) -> BodyState:
         """States at ``times + offsets`` for K offsets (seconds), leading shape ``[N, K]`` (``bodies`` as in
         ``state``)."""
+        ids, at = self._future_times(clip_ids, times, offsets)
+        return self.state(ids, at, bodies)
+
+    def _future_times(
+        self, clip_ids: torch.Tensor, times: torch.Tensor, offsets: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(clip ids, times + offsets)``, both ``[N, K]``, for K offsets (seconds)."""
         offsets = torch.as_tensor(offsets, dtype=torch.float32, device=self.device).reshape(1, -1)
         n, k = clip_ids.shape[0], offsets.shape[1]
-        ids = clip_ids.reshape(-1, 1).expand(n, k)
-        return self.state(ids, times.reshape(-1, 1) + offsets, bodies).reshape(n, k)
+        return clip_ids.reshape(-1, 1).expand(n, k), times.reshape(-1, 1) + offsets
 
     def state_and_future(
         self,
@@ -239,10 +245,10 @@ class MotionLibrary:
     ) -> tuple[BodyState, BodyState]:
         """``state(clip_ids, times, bodies)`` ``[N]`` and ``future_states(clip_ids, times, offsets, future_bodies)``
         ``[N, K]`` (the same values), with one frame lookup for both."""
-        offsets = torch.as_tensor(offsets, dtype=torch.float32, device=self.device).reshape(1, -1)
-        n, k = clip_ids.shape[0], offsets.shape[1]
-        ids = torch.cat((clip_ids.reshape(-1, 1), clip_ids.reshape(-1, 1).expand(n, k)), dim=1).reshape(-1)
-        at = torch.cat((times.reshape(-1, 1), times.reshape(-1, 1) + offsets), dim=1).reshape(-1)
+        future_ids, future_at = self._future_times(clip_ids, times, offsets)
+        n, k = future_ids.shape
+        ids = torch.cat((clip_ids.reshape(-1, 1), future_ids), dim=1).reshape(-1)
+        at = torch.cat((times.reshape(-1, 1), future_at), dim=1).reshape(-1)
         f0, f1, a = (x.view(n, k + 1) for x in self._frame_index(ids, at))
         now = self._interpolate(self._table(bodies), f0[:, 0], f1[:, 0], a[:, 0], (n,))
         future = self._interpolate(
