@@ -142,7 +142,8 @@ def test_the_tracker_learns_to_follow_a_slipping_root_in_seconds(old, tmp_path):
     0-4: none at 120 (218-250 / 387-471) or 160 (179-251 / 328-461), seed 0 neither at 200 nor 240 (193 / 353, 200 /
     378).
     Deterministic at one thread for a given MuJoCo: these are MuJoCo 3.x numbers (3.17.0 passes), and on MuJoCo 4.0.0
-    the defaults on seed 0 follow at none of the three evaluations (the package asks for MuJoCo below 4).
+    the defaults of before (``clip_start_probability: 0``) on seed 0 followed at none of the three evaluations (the
+    package asks for MuJoCo below 4).
     """
     clip = stop_and_go_clip()
     cfg = _cfg(save_motion(clip, tmp_path / "stop_and_go.npz"), old)
