@@ -244,6 +244,21 @@ def _print_summary(evaluation: dict[str, Any]) -> None:
             f"root-relative MPJPE {clip['root_mpjpe_mm']:.1f} mm, joint error {clip['joint_pos_error']:.3f} rad, "
             f"episode length {100 * clip['episode_length_fraction']:.0f}% of the clip{where}"
         )
+        if clip.get("torque_rms_nm") is not None:
+            print(f"    motion: {_quality_line(clip)}")
+
+
+def _quality_line(clip: dict[str, Any]) -> str:
+    """The motion-quality metrics of an evaluation entry in words (docs/metrics.md)."""
+
+    def num(key: str, fmt: str) -> str:
+        return "-" if clip.get(key) is None else format(clip[key], fmt)
+
+    return (
+        f"foot sliding {num('foot_slide_mm_s', '.0f')} mm/s, joint jerk {num('joint_jerk', '.0f')} rad/s^3, "
+        f"torque RMS {num('torque_rms_nm', '.1f')} N m, power {num('power_w', '.0f')} W, ground penetration "
+        f"{num('penetration_mm', '.1f')} mm (max {num('penetration_max_mm', '.1f')})"
+    )
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -68,6 +68,10 @@ class TrackingEnvConfig:
     thousands of numbers at 1,024 envs), so OpenMP's fork/join costs more than it saves, and a second thread waits on
     a busy core when the machine is shared (``docs/benchmarks.md``). The caller's setting is restored after each
     step; the physics keeps its own pool (``num_threads``)."""
+    quality_metrics: bool = False
+    """Measure how the robot moves (foot sliding, joint jerk, torque, power, ground penetration) each step, for the
+    evaluation (``mimic_rl.tasks.tracking.quality``; ``mimic-rl eval`` turns it on): adds MuJoCo sensors, no physics.
+    """
     compile: bool = False
     """Fuse the per-step MDP (reference interpolation, observations, rewards, terminations, metrics) with
     ``torch.compile``: fewer, larger kernels instead of ~2,500 small eager ops per step. Costs a one-off compile

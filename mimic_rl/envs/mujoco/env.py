@@ -27,6 +27,7 @@ from mimic_rl.envs.common.sensor_model import ActionDelay, SensorChannels
 from mimic_rl.envs.mujoco.config import InitNoise, TrackingEnvConfig
 from mimic_rl.envs.mujoco.env_state import env_state_dict, load_env_state
 from mimic_rl.envs.mujoco.physics import BatchedPhysics
+from mimic_rl.envs.mujoco.quality_sensors import QualitySensors
 from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, joint_tables, robot_config
 from mimic_rl.errors import ConfigError, TrainingDiverged
 from mimic_rl.motion import BodyState, MotionClip, MotionLibrary, expand_motion_paths
@@ -67,7 +68,7 @@ class MujocoTrackingEnv:
         if clips is None:
             clips = [self.robot.load_clip(p, cfg.csv_fps) for p in expand_motion_paths(cfg.motions)]
         self.library = MotionLibrary(clips, device=self.device, adaptive=cfg.adaptive_sampling)
-        model, self.body_names, sensor_adr = build_model(self.robot)
+        model, self.body_names, sensor_adr = build_model(self.robot, quality=cfg.quality_metrics)
         self.model = model
         self.num_envs = int(cfg.num_envs)
         self.num_actions = int(model.nu)
@@ -186,6 +187,8 @@ class MujocoTrackingEnv:
         self._sensor = {"body": slice(sensor_adr, sensor_adr + 13 * b)}
         self._sensor["joint_pos"] = slice(sensor_adr + 13 * b, sensor_adr + 13 * b + j)
         self._sensor["joint_vel"] = slice(sensor_adr + 13 * b + j, sensor_adr + 13 * b + 2 * j)
+        actuators = [m.actuator(a).name for a in range(m.nu)]
+        self._quality = QualitySensors(m, self.robot.feet, actuators) if self.cfg.quality_metrics else None
 
     # ------------------------------------------------------------------ state from sensors
     def _sync_sensors(self, env_ids: torch.Tensor | None = None) -> None:
@@ -420,6 +423,8 @@ class MujocoTrackingEnv:
             "termination_terms": out["termination_terms"],
             "final_observations": final,
         }
+        if self._quality is not None:
+            extras["quality"] = self._quality.sample(self._sensors, self._sensors[:, self._sensor["joint_vel"]])
         self.last_actions = out["last_actions"]
         reset_ids = dones.nonzero().squeeze(-1)
         if reset_ids.numel() > 0:

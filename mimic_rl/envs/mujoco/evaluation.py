@@ -33,6 +33,7 @@ def evaluate_mujoco(
     env_cfg.sampling_mode = "start"
     env_cfg.compile = False  # a short run: compiling the step (a minute or more) would not pay off
     env_cfg.randomization = DomainRandomization(enabled=False)
+    env_cfg.quality_metrics = True  # foot sliding, jerk, torque, power, penetration next to the tracking errors
     env_cfg.device = cfg.runner.device
     robot = robot or robot_config(env_cfg.robot, env_cfg.robot_mjcf)
     clips = [robot.load_clip(path, env_cfg.csv_fps) for path in expand_motion_paths(env_cfg.motions)]

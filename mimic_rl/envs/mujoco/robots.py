@@ -17,6 +17,7 @@ import mujoco
 import numpy as np
 
 from mimic_rl.envs.common.robots import G1_ACTUATORS, G1_END_EFFECTORS, G1_HOME_POSE, ActuatorGroup
+from mimic_rl.envs.mujoco.quality_sensors import add_quality_sensors
 from mimic_rl.errors import ConfigError
 from mimic_rl.motion import MotionClip, MotionFormatError, RobotKinematics, detect_format, load_motion
 
@@ -55,6 +56,8 @@ class RobotConfig:
     action_scale: float | None = None
     tracked_bodies: tuple[str, ...] | None = None
     """Bodies whose tracking is rewarded and measured (default: every body)."""
+    feet: tuple[str, ...] = ()
+    """The bodies whose contacts with the floor count as foot contacts (motion-quality metrics: foot sliding)."""
     timestep: float = 0.005
     floor_friction: float = 1.0
     clip_convention: str = "hinge"
@@ -83,6 +86,7 @@ def humanoid28_config() -> RobotConfig:
         mjcf=str(ASSETS / "humanoid28.xml"),
         anchor_body="pelvis",
         end_effectors=("right_hand", "left_hand", "right_foot", "left_foot"),
+        feet=("right_foot", "left_foot"),
         action_scale=0.5,
         clip_convention="humanoid28_amp",
     )
@@ -95,6 +99,7 @@ def g1_config(mjcf: str | Path) -> RobotConfig:
         mjcf=str(mjcf),
         anchor_body="torso_link",
         end_effectors=G1_END_EFFECTORS,
+        feet=("left_ankle_roll_link", "right_ankle_roll_link"),
         actuators=G1_ACTUATORS,
         default_joint_pos=dict(G1_HOME_POSE),
         floor_friction=0.6,
@@ -120,7 +125,7 @@ def _match(groups: tuple[ActuatorGroup, ...], joint: str) -> ActuatorGroup | Non
 
 
 def build_model(
-    cfg: RobotConfig, bodies: list[str] | None = None, sensors: bool = True
+    cfg: RobotConfig, bodies: list[str] | None = None, sensors: bool = True, quality: bool = False
 ) -> tuple[mujoco.MjModel, list[str], int]:
     """The compiled model, the bodies it has sensors for (``bodies`` or every body), and where they start.
 
@@ -129,7 +134,8 @@ def build_model(
 
     Adds a floor if the model has no plane, position actuators (from ``cfg.actuators``) if it has none, and for each
     sensed body ``framepos``, ``framequat``, ``framelinvel`` and ``frameangvel`` of its body frame, then ``jointpos``
-    and ``jointvel`` of every actuated joint, in that order.
+    and ``jointvel`` of every actuated joint, in that order; with ``quality``, after them the motion-quality sensors
+    (``mimic_rl.envs.mujoco.quality_sensors``; they change no physics).
     """
     path = Path(cfg.mjcf)
     if not path.is_file():
@@ -182,6 +188,9 @@ def build_model(
                 objtype=mujoco.mjtObj.mjOBJ_JOINT,
                 objname=joint.name,
             )
+    if quality:
+        root = spec.compile().body(1).name  # the robot's root: the world body's first child
+        add_quality_sensors(spec, cfg.feet, root, [a.name for a in spec.actuators])
     model = spec.compile()
     return model, list(names), int(model.sensor(f"{SENSOR_KINDS[0]}:{names[0]}").adr[0])
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from mimic_rl.tasks.tracking.quality import QUALITY_METRICS, MotionQuality, QualitySample
+
 __all__ = [
     "EVAL_METRICS",
     "FromStartEvaluation",
@@ -60,6 +62,8 @@ class FromStartEvaluation:
         """Per step ``[C, 4]``: (envs alive, their mean global MPJPE, their mean root-relative MPJPE, terminations)."""
         self.causes: dict[str, torch.Tensor] = {}
         """Per termination term ``[C]``: how many first episodes it ended (several terms may end the same episode)."""
+        self.quality: MotionQuality | None = None
+        """The motion-quality sums, from the first step that brings a ``QualitySample``."""
 
     @property
     def any_alive(self) -> bool:
@@ -72,12 +76,17 @@ class FromStartEvaluation:
         dones: torch.Tensor,
         terminated: torch.Tensor,
         terms: Mapping[str, torch.Tensor] | None = None,
+        quality: QualitySample | None = None,
     ) -> None:
         """One step: ``metrics`` (``{name: [C * N]}`` and ``body_error_mm`` ``[C * N, B]``), ``dones`` and
         ``terminated`` (``[C * N]`` bool: the episode ended at this step, by a termination), and optionally the
-        termination ``terms`` (``{name: bool [C * N]}``, which terms fired)."""
+        termination ``terms`` (``{name: bool [C * N]}``, which terms fired) and the step's motion ``quality``."""
         shape = (self.c, self.n)
         alive = self.alive
+        if quality is not None:
+            if self.quality is None:
+                self.quality = MotionQuality(self.c, self.n, self.step_dt, alive.device)
+            self.quality.record(quality, alive, self.length)
         count = alive.sum(-1).double()
         for k in EVAL_METRICS:
             self.sums[k] += torch.where(alive, metrics[k].reshape(shape).double(), 0.0)
@@ -107,6 +116,8 @@ class FromStartEvaluation:
         steps = length.clamp(min=1).double()
         entry: dict[str, Any] = {"name": name, "duration_s": duration_s, "num_envs": self.n, "clip_steps": clip_steps}
         entry.update({k: float((self.sums[k][clip] / steps).mean()) for k in EVAL_METRICS})
+        quality = self.quality.result(clip) if self.quality is not None else dict.fromkeys(QUALITY_METRICS)
+        entry.update(quality)
         entry["success_rate"] = float(success.float().mean())
         entry["episode_length"] = float(length.mean())
         entry["episode_length_fraction"] = float(length.mean()) / max(1, clip_steps)
@@ -145,7 +156,8 @@ def play_clips_from_start(
         obs, _, dones, extras = env.step(policy(obs))
         policy.reset(dones)
         tracking = extras["tracking"]
-        evaluation.record(tracking, dones, tracking["terminated"], extras.get("termination_terms"))
+        terms, quality = extras.get("termination_terms"), extras.get("quality")
+        evaluation.record(tracking, dones, tracking["terminated"], terms, quality)
         if not evaluation.any_alive:
             break
     return [
@@ -159,10 +171,15 @@ def play_from_start(env: Any, policy: Any, body_names: Sequence[str], name: str,
     return play_clips_from_start(env, policy, body_names, [name], [duration_s])[0]
 
 
-def summarize(results: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """The mean over clips of each clip entry's metrics, success rate and episode length fraction."""
+def summarize(results: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """The mean over clips of each clip entry's metrics, success rate and episode length fraction; of each motion
+    quality metric, the mean over the clips that measured it (``None`` if none did)."""
     keys = (*EVAL_METRICS, "success_rate", "episode_length_fraction")
-    return {k: sum(r[k] for r in results) / len(results) for k in keys}
+    out: dict[str, float | None] = {k: sum(r[k] for r in results) / len(results) for k in keys}
+    for k in QUALITY_METRICS:
+        values = [r[k] for r in results if r.get(k) is not None]
+        out[k] = sum(values) / len(values) if values else None
+    return out
 
 
 def eval_scalars(evaluation: Mapping[str, Any]) -> dict[str, float]:
