@@ -251,14 +251,54 @@ def test_config_values_are_type_and_range_checked(data, pattern):
         load_config(data)
 
 
-def test_runner_trains_with_the_amp_config(tmp_path, data_dir):
+def _amp_runner(tmp_path, data_dir, style_weight: float) -> tuple[OnPolicyRunner, list[torch.Tensor]]:
+    """A tiny ``tracking_ppo_amp`` run on the walk and the task rewards its env hands out (recorded per step)."""
     cfg = load_config("tracking_ppo_amp")
     cfg.runner.num_steps_per_env, cfg.runner.logger, cfg.runner.time_budget_s = 8, "none", None
+    cfg.runner.eval_interval = None
     cfg.env.num_envs = 4
     cfg.env.motions = [str(data_dir / "motions/humanoid28/humanoid_walk.npz")]
     cfg.actor.update(hidden_dims=[32])
     cfg.critic.update(hidden_dims=[32])
-    runner = OnPolicyRunner(cfg, log_dir=tmp_path)
-    out = runner.learn(2)
-    assert {"loss/amp_loss", "loss/amp_grad_penalty", "amp_style_reward"} <= set(out)
-    assert runner.alg.amp is not None and "amp" in runner.alg.storage.get()["obs"].keys()
+    cfg.algorithm["amp_cfg"]["style_weight"] = style_weight
+    runner = OnPolicyRunner(cfg, log_dir=tmp_path / f"w{style_weight}")
+    task: list[torch.Tensor] = []
+    step = runner.env.step
+
+    def recording(actions):
+        out = step(actions)
+        task.append(out[1].detach().clone().reshape(-1))
+        return out
+
+    runner.env.step = recording
+    return runner, task
+
+
+def test_runner_trains_with_the_amp_config_and_the_style_reward_reaches_the_returns(tmp_path, data_dir):
+    """The same seed with style weight 0.5 and 0: the first rollouts act alike (the same networks and draws), the
+    stored rewards differ by 0.5 x the style reward (in [0, 1], LSGAN's), and the returns by its GAE-discounted sum
+    (computed here independently: values and dones are the same in both runs, so they cancel)."""
+    runs, outs = {}, {}
+    for w in (0.5, 0.0):  # one after the other: a runner seeds the global generators when it is built
+        runs[w] = _amp_runner(tmp_path, data_dir, w)
+        outs[w] = runs[w][0].learn(1)
+    assert {"loss/amp_loss", "loss/amp_grad_penalty", "amp_style_reward"} <= set(outs[0.5])
+    data = {w: runner.alg.storage.get() for w, (runner, _) in runs.items()}
+    assert runs[0.5][0].alg.amp is not None and "amp" in data[0.5]["obs"].keys()
+    torch.testing.assert_close(data[0.5]["actions"], data[0.0]["actions"], rtol=0, atol=0)
+    task = torch.stack(runs[0.0][1])  # [T, N]
+    torch.testing.assert_close(torch.stack(runs[0.5][1]), task, rtol=0, atol=0)
+    rewards = {w: d["rewards"].reshape(task.shape) for w, d in data.items()}
+    torch.testing.assert_close(rewards[0.0], task)  # style weight 0: the task reward alone
+    style = (rewards[0.5] - task) / 0.5
+    assert float(style.min()) >= -1e-6 and float(style.max()) <= 1 + 1e-6 and float(style.mean()) > 0.05
+    assert float(style.mean()) == pytest.approx(outs[0.5]["amp_style_reward"], rel=1e-3)
+    gamma, lam = (runs[0.5][0].cfg.algorithm[k] for k in ("gamma", "lam"))
+    dones = data[0.5]["dones"].reshape(task.shape).float()
+    expected, carry = torch.zeros_like(task), torch.zeros(task.shape[1])
+    for t in reversed(range(task.shape[0])):  # GAE is linear in the rewards: returns move by the discounted sum
+        carry = 0.5 * style[t] + gamma * lam * (1 - dones[t]) * carry
+        expected[t] = carry
+    moved = (data[0.5]["returns"] - data[0.0]["returns"]).reshape(task.shape)
+    torch.testing.assert_close(moved, expected, rtol=1e-4, atol=1e-5)
+    assert float(moved.abs().mean()) > 0.1
