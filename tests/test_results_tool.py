@@ -1,0 +1,90 @@
+"""tools/results.py and its report: the matrix, resuming, pause-free wall times, the AMP verdict, the report itself."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+
+import results
+import results_report
+
+
+def test_the_matrix_pairs_configs_clips_and_seeds_and_students_wait_for_their_teachers():
+    jobs = results.matrix(None)
+    trains = [j for j in jobs if j.kind == "train"]
+    assert len(trains) == 2 * 3 * 3 and len(jobs) == len(trains) + 2 * 3
+    student = next(j for j in jobs if j.name == "handsup/student/s1")
+    assert student.after == ("handsup/tracking_ppo/s1",) and student.iterations == 1200
+    assert {j.clip.key for j in results.matrix(["walk"])} == {"walk"}
+
+
+def test_a_run_resumes_from_its_latest_checkpoint_and_is_finished_only_with_its_evaluations(tmp_path):
+    job = next(j for j in results.matrix(["walk"]) if j.name == "walk/tracking_ppo_amp/s2")
+    cmd = results.train_command(job, tmp_path)
+    assert cmd[:4] == ["mimic-rl", "train", "--task", "tracking_ppo_amp"]
+    assert cmd[cmd.index("--seed") + 1] == "2" and cmd[cmd.index("--iterations") + 1] == "600"
+    run = tmp_path / job.name
+    run.mkdir(parents=True)
+    for it in (100, 400):
+        (run / f"model_{it}.pt").write_bytes(b"")
+    cmd = results.train_command(job, tmp_path)
+    assert cmd[:3] == ["mimic-rl", "train", "--resume"] and cmd[cmd.index("--iterations") + 1] == "200"
+    assert results.steps_left(job, tmp_path) == 200 * 256 * 24
+    (run / "model_600.pt").write_bytes(b"")
+    assert not results.finished(job, tmp_path)  # trained, not yet evaluated
+    for name in ("results_eval.json", "results_exact.json"):
+        (run / name).write_text("{}")
+    assert results.finished(job, tmp_path)
+
+
+def test_training_hours_leave_pauses_out(tmp_path):
+    stamps = [0.0, 10.0, 20.0, 5000.0, 5010.0]  # a stop of 4980 s between 20 and 5000
+    (tmp_path / "metrics.jsonl").write_text(
+        "\n".join(json.dumps({"iteration": i, "time": t}) for i, t in enumerate(stamps))
+    )
+    assert results_report.training_hours(tmp_path) == pytest.approx(30.0 / 3600)
+
+
+def _means(n=3, **amp):
+    ppo = {"success_rate": 0.95, "root_mpjpe_mm": 30.0, "foot_slide_mm_s": 100.0, "joint_jerk": 1000.0, "n": n}
+    return {"tracking_ppo": ppo, "tracking_ppo_amp": {**ppo, **amp}}
+
+
+@pytest.mark.parametrize(
+    ("amp", "met"),
+    [
+        ({"foot_slide_mm_s": 84.0}, True),  # -16 % sliding
+        ({"joint_jerk": 849.0}, True),  # -15.1 % jerk
+        ({"foot_slide_mm_s": 86.0, "joint_jerk": 900.0}, False),  # neither 15 % lower
+        ({"foot_slide_mm_s": 50.0, "success_rate": 0.89}, False),  # 0.06 less success
+        ({"foot_slide_mm_s": 50.0, "root_mpjpe_mm": 33.3}, False),  # root MPJPE +11 %
+        ({"foot_slide_mm_s": 50.0, "success_rate": 1.0, "root_mpjpe_mm": 32.9}, True),
+    ],
+)
+def test_the_amp_verdict_applies_issue_34s_numbers(amp, met):
+    line = results_report.verdict(_means(**amp))[0]
+    assert ("**met**" in line) == met, line
+    assert "not yet" in results_report.verdict(_means(n=2, foot_slide_mm_s=10.0))[0]
+
+
+def test_the_report_shows_means_ranges_and_what_is_missing(tmp_path):
+    jobs = results.matrix(["walk"])
+    runs = tmp_path / "runs"
+    for seed, (success, slide) in enumerate([(1.0, 100.0), (0.9, 140.0)]):
+        run = runs / f"walk/tracking_ppo/s{seed}"
+        run.mkdir(parents=True)
+        summary = {"success_rate": success, "global_mpjpe_mm": 70.0, "root_mpjpe_mm": 25.0, "foot_slide_mm_s": slide}
+        (run / "results_eval.json").write_text(json.dumps({"summary": summary}))
+    out = tmp_path / "results.md"
+    results_report.write_report(jobs, runs, out, "test box")
+    text = out.read_text()
+    assert (
+        "| `tracking_ppo` | 2 of 3 | 0.95 [0.90-1.00] | 70.0 [70.0-70.0] | 25.0 [25.0-25.0] | 120 [100-140] |" in text
+    )
+    assert "| `tracking_ppo_amp` | 0 of 3 | not run yet |" in text
+    assert "| walk, 0 | not run yet |" in text and "Verdict: needs both configs." in text
