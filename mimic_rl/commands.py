@@ -249,7 +249,7 @@ def _print_summary(evaluation: dict[str, Any]) -> None:
 
 
 def _quality_line(clip: dict[str, Any]) -> str:
-    """The motion-quality metrics of an evaluation entry in words (docs/metrics.md)."""
+    """The motion-quality metrics of an evaluation entry in words (docs/guide.md, "Metrics and what they mean")."""
 
     def num(key: str, fmt: str) -> str:
         return "-" if clip.get(key) is None else format(clip[key], fmt)

@@ -2,8 +2,8 @@
 penetration, accumulated per clip over the steps each env is alive in its first episode (``FromStartEvaluation``).
 
 A backend that can measure them hands a :class:`QualitySample` per policy step to the evaluation (the embedded env
-with ``env.quality_metrics``, which ``mimic-rl eval`` turns on). Definitions (``docs/metrics.md``), with ``A`` the
-(env, step) pairs in which the env is alive, ``c`` a foot's contact with the floor, ``Δt`` the policy step:
+with ``env.quality_metrics``, which ``mimic-rl eval`` turns on). Definitions (``docs/guide.md``, "Metrics"), with
+``A`` the (env, step) pairs in which the env is alive, ``c`` a foot's contact with the floor, ``Δt`` the policy step:
 
 - ``foot_slide_mm_s``: ``1000 Σ_{A, feet} c · v_slip / Σ_{A, feet} c``: the mean tangential slip speed between a foot
   and the floor at the foot's deepest contact, over the steps in which that foot touches the floor (mm/s).
