@@ -206,6 +206,7 @@ def schedule(jobs: list[Job], runs: Path, parallel: int) -> None:
                 print(f"start {job.name} ({len(todo)} waiting)", flush=True)
                 running[pool.submit(run_job, job, runs)] = (job, steps_left(job, runs))
             if not running:
+                print(f"waiting on runs outside this matrix: {[j.name for j in todo]}", flush=True)
                 break
             for future in wait(running, return_when=FIRST_COMPLETED).done:
                 job, steps = running.pop(future)
