@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 QUALITY = (
-    ("foot_slide_mm_s", "foot sliding mm/s"),
-    ("joint_jerk", "jerk rad/s³"),
-    ("torque_rms_nm", "torque RMS N m"),
-    ("power_w", "power W"),
-    ("penetration_mm", "penetration mm"),
+    ("foot_slide_mm_s", "foot sliding mm/s", ".0f"),
+    ("joint_jerk", "jerk rad/s³", ".0f"),
+    ("torque_rms_nm", "torque RMS N m", ".1f"),
+    ("power_w", "power W", ".0f"),
+    ("penetration_mm", "penetration mm", ".1f"),
 )
 PAUSE_S = 600.0
 """A gap between two logged iterations longer than this is a pause (a stopped run), not training time."""
@@ -73,11 +73,11 @@ def amp_section(clip: Any, jobs: list[Any], runs: Path, plotted: bool) -> list[s
         names = [j.name for j in jobs if j.clip.key == clip.key and j.config == config]
         rows = [evals[n] for n in names if n in evals]
         if not rows:
-            lines.append(f"| `{config}` | 0 of {len(names)} | not run yet |" + " |" * (3 + len(QUALITY)))
+            lines.append(f"| `{config}` | 0 of {len(names)} | not run yet |" + " |" * (2 + len(QUALITY)))
             continue
         cells = [_spread([r["success_rate"] for r in rows], ".2f")]
         cells += [_spread([r[k] for r in rows]) for k in ("global_mpjpe_mm", "root_mpjpe_mm")]
-        cells += [_spread([r.get(k) for r in rows], ".0f" if k != "penetration_mm" else ".1f") for k, _ in QUALITY]
+        cells += [_spread([r.get(k) for r in rows], fmt) for k, _, fmt in QUALITY]
         lines.append(f"| `{config}` | {len(rows)} of {len(names)} | " + " | ".join(cells) + " |")
         means[config] = {k: _mean([r.get(k) for r in rows]) for k in rows[0]}
         means[config]["n"] = len(rows)
@@ -86,13 +86,10 @@ def amp_section(clip: Any, jobs: list[Any], runs: Path, plotted: bool) -> list[s
             _spread([r["success_rate"] for r in ex], ".2f"),
             _spread([r["global_mpjpe_mm"] for r in ex]),
         )
-    lines += [
-        "",
-        "Success / global MPJPE from the exact first frame (no initial-state noise): "
-        + "; ".join(f"`{c}` {m['exact'][0]} / {m['exact'][1]} mm" for c, m in means.items())
-        + ".",
-        "",
-    ]
+    if means:
+        exact_text = "; ".join(f"`{c}` {m['exact'][0]} / {m['exact'][1]} mm" for c, m in means.items())
+        lines += ["", f"Success / global MPJPE from the exact first frame (no initial-state noise): {exact_text}."]
+    lines.append("")
     lines += verdict(means)
     if plotted:
         lines += ["", f"![{clip.key}: training's evaluations](img/results_{clip.key}.png)"]
