@@ -233,10 +233,20 @@ def _evaluate(
 
 
 def _print_summary(evaluation: dict[str, Any]) -> None:
-    """One line per clip (evaluated from its first frame) and, for several clips, the mean."""
+    """One line per clip (evaluated from its first frame) and, for several clips, the mean; the walking task's
+    falls, speed and motion quality."""
     from mimic_rl.tasks.tracking.from_start import failure_summary
 
     rows = evaluation["clips"] + ([{"name": "mean", **evaluation["summary"]}] if len(evaluation["clips"]) > 1 else [])
+    if evaluation.get("task") == "amp_walk":
+        for row in rows:
+            print(
+                f"  {row['name']}: no fall in {100 * row['no_fall_rate']:.0f}% of the envs, speed along the command "
+                f"{row['speed_along_command_m_s']:.2f} m/s for {row['command_speed_m_s']:.2f} commanded (ratio "
+                f"{row['speed_ratio']:.2f}, {100 * row['within_20_percent']:.0f}% of the envs within 20%), velocity "
+                f"error {row['velocity_error_m_s']:.2f} m/s\n    motion: {_quality_line(row)}"
+            )
+        return
     for clip in rows:
         where = failure_summary([clip]) if "failure_times_s" in clip else ""
         print(
@@ -346,9 +356,9 @@ def cmd_play(args: argparse.Namespace) -> int:
     env = make_play_env(env_cfg)
     check_policy_fits_env(actor, env, args.checkpoint, state["config"])
 
-    def policy(obs: Any) -> Any:
-        return actor(obs["policy"], obs.get("reference", None), obs.get("reference_mask", None))
+    from mimic_rl.runners.evaluation import ActorPolicy
 
+    policy = ActorPolicy(actor, cfg.obs_groups)  # the groups it was trained on (the walking task: policy, command)
     if video is not None:
         path = render_rollout(env_cfg, env, video, policy=policy, steps=args.steps, on_dones=actor.reset)
         print(f"wrote {path}")
@@ -369,10 +379,12 @@ def _print_play(env: Any, actor: Any, policy: Any, steps: int) -> None:
             actor.reset(dones)  # recurrent policies: a new episode starts from a zero state
             if step % per_second == 0:
                 s = env.metrics.summary()
-                print(
-                    f"t={step * env.step_dt:5.1f}s  global MPJPE {s['global_mpjpe_mm']:.1f} mm  root-relative "
-                    f"{s['root_mpjpe_mm']:.1f} mm  success {s['success_rate']:.2f} ({s['episodes']:.0f} episodes)"
-                )
+                if "speed_along_command" in s:  # the walking task
+                    what = f"speed {s['speed_along_command']:.2f} m/s for {s['command_speed']:.2f} commanded  no fall"
+                else:
+                    what = f"global MPJPE {s['global_mpjpe_mm']:.1f} mm  root-relative {s['root_mpjpe_mm']:.1f} mm"
+                    what += "  success"
+                print(f"t={step * env.step_dt:5.1f}s  {what} {s['success_rate']:.2f} ({s['episodes']:.0f} episodes)")
                 env.metrics.reset()
 
 

@@ -34,17 +34,23 @@ def test_the_config_imports_no_backend():
 
 
 def test_a_config_names_its_backend_and_round_trips():
-    assert backend_names() == ["isaaclab", "mjlab", "mujoco"]
+    assert backend_names() == ["isaaclab", "mjlab", "mujoco", "mujoco_amp_walk"]
     cfg = load_config({"env": {"backend": "mjlab", "task": "Mjlab-Tracking-Flat-Unitree-G1", "num_envs": 8}})
     assert type(cfg.env) is env_config_class("mjlab") and cfg.env.num_envs == 8
     assert load_config(to_dict(cfg)).env == cfg.env
+    walk = load_config("amp_walk")  # a subclass of the tracking env's config, with its own backend name
+    assert type(walk.env) is env_config_class("mujoco_amp_walk") and walk.env.command.speed_range == (1.0, 2.0)
+    assert load_config(to_dict(walk)).env == walk.env
     assert load_config("tracking_ppo").env.backend == "mujoco"
 
 
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"backend": "bullet"}, "env.backend: expected one of ['isaaclab', 'mjlab', 'mujoco'], found 'bullet'"),
+        (
+            {"backend": "bullet"},
+            "env.backend: expected one of ['isaaclab', 'mjlab', 'mujoco', 'mujoco_amp_walk'], found 'bullet'",
+        ),
         ({"backend": "mjlab", "robot": "g1"}, "env.robot: unknown key; valid keys: "),
         ({"backend": "mjlab", "num_envs": 0}, "env.num_envs"),
     ],

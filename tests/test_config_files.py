@@ -63,7 +63,7 @@ def test_merge_replaces_lists_and_sections_that_switch_class():
         ({"a.yaml": "base: a.yaml\n"}, r"a\.yaml: base: the bases form a cycle \(a\.yaml -> a\.yaml\)"),
         (
             {"a.yaml": "base: nowhere\n"},
-            r"a\.yaml: base: expected a built-in config \(distill, distill_deploy, tracking_ppo",
+            r"a\.yaml: base: expected a built-in config \(amp_walk, distill, distill_deploy, tracking_ppo",
         ),
         ({"a.yaml": "base: [tracking_ppo]\n"}, r"a\.yaml: base: expected a built-in config name or a YAML path"),
         ({"a.yaml": "base: b.yaml\n", "b.yaml": "env: [1\n"}, r"b\.yaml: base of .*a\.yaml: expected valid YAML"),

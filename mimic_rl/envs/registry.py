@@ -5,7 +5,8 @@ Only ``mimic_rl/envs/<backend>/`` imports a backend: the runners and the command
 here. Backends are registered as import paths (``"module:attribute"``), so reading a config imports only the backend it
 names, and a backend whose simulator is not installed fails with one line that says how to install it. Registering a
 backend also registers its config class with ``mimic_rl.config``. Built in:
-``mujoco`` (the embedded MuJoCo env), ``mjlab`` (any task in mjlab's registry) and ``isaaclab`` (any Isaac Lab 3.0
+``mujoco`` (the embedded MuJoCo env), ``mujoco_amp_walk`` (its style-only walking task),
+``mjlab`` (any task in mjlab's registry) and ``isaaclab`` (any Isaac Lab 3.0
 task through ``gym.make`` and ``isaaclab_rl``'s rsl_rl wrapper, without Isaac Sim). Another package adds one with
 ``register_backend``.
 """
@@ -157,6 +158,14 @@ register_backend(
     "mimic_rl.envs.mujoco.env:MujocoTrackingEnv",
     "mimic_rl.envs.mujoco.evaluation:evaluate_mujoco",
     "mimic_rl.envs.mujoco.evaluation:play_env",
+    "mimic_rl.envs.mujoco.render:render_rollout",
+)
+register_backend(
+    "mujoco_amp_walk",
+    "mimic_rl.envs.mujoco.amp_walk:AmpWalkEnvConfig",
+    "mimic_rl.envs.mujoco.amp_walk:MujocoAmpWalkEnv",
+    "mimic_rl.envs.mujoco.amp_walk:evaluate_amp_walk",
+    "mimic_rl.envs.mujoco.amp_walk:play_env",
     "mimic_rl.envs.mujoco.render:render_rollout",
 )
 register_backend(

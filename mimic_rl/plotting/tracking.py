@@ -183,10 +183,12 @@ def _clip_names(clips: list[dict[str, Any]]) -> str:
 
 
 def plot_eval(evaluation: dict[str, Any], output_dir: str | Path, run_dir: str | Path | None = None) -> list[Path]:
-    """PNGs of an evaluation (``mimic-rl eval`` JSON) and, when ``run_dir`` has a log, the training curves."""
+    """PNGs of an evaluation (``mimic-rl eval`` JSON; a tracking task's) and, when ``run_dir`` has a log, the training
+    curves."""
     out = Path(output_dir)
     clips = evaluation["clips"]
-    written = [_per_body(clips, out), _over_time(clips, out), _success(clips, out)]
+    tracking = evaluation.get("task", "tracking") == "tracking"  # the walking task has no per-body errors
+    written = [_per_body(clips, out), _over_time(clips, out), _success(clips, out)] if tracking else []
     if run_dir is not None and (Path(run_dir) / "metrics.jsonl").is_file():
         rows = read_metrics(run_dir)
         title = f"training on {_clip_names(clips)} ({Path(run_dir).name})"

@@ -110,7 +110,8 @@ class RunLogger:
 
     def print_line(self, iteration: int, total: int, scalars: dict[str, float], eta_s: float) -> None:
         """One console line: iteration, steps/s, episode reward, length and success (ended without a termination),
-        global and root-relative MPJPE, learning rate, ETA."""
+        global and root-relative MPJPE (the walking task: speed against the command, falls, style reward), learning
+        rate, ETA."""
         if not self.enabled:
             return
 
@@ -118,11 +119,20 @@ class RunLogger:
             value = scalars.get(key)
             return format(value, fmt) if value is not None and math.isfinite(value) else "-"
 
+        if "metrics/speed_along_command" in scalars:  # the walking task (mimic_rl.tasks.amp_walk)
+            task = (
+                f"speed {get('metrics/speed_along_command', '4.2f')} of {get('metrics/command_speed', '4.2f')} m/s  "
+                f"falls {get('termination/fall', '.1e')}/step  style {get('amp_style_reward', '5.3f')}"
+            )
+        else:
+            task = (
+                f"global MPJPE {get('metrics/global_mpjpe_mm', '5.1f')} mm  "
+                f"root-rel MPJPE {get('metrics/root_mpjpe_mm', '5.1f')} mm"
+            )
         print(
             f"it {iteration:5d}/{total}  {get('perf/steps_per_s', '6.0f')} steps/s  "
             f"reward {get('episode/reward', '7.3f')}  ep len {get('episode/length', '5.1f')}  "
-            f"success {get('episode/success_rate', '4.2f')}  global MPJPE {get('metrics/global_mpjpe_mm', '5.1f')} mm  "
-            f"root-rel MPJPE {get('metrics/root_mpjpe_mm', '5.1f')} mm  lr {get('loss/learning_rate', '.1e')}  "
+            f"success {get('episode/success_rate', '4.2f')}  {task}  lr {get('loss/learning_rate', '.1e')}  "
             f"ETA {format_duration(eta_s)}",
             flush=True,
         )

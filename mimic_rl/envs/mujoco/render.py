@@ -86,6 +86,16 @@ def _follow(camera: mujoco.MjvCamera, data: mujoco.MjData) -> None:
     camera.lookat[:] = (data.xpos[1, 0], data.xpos[1, 1], 0.8)
 
 
+def _status(env: Any, extras: dict[str, Any], env_index: int) -> str:
+    """The label's status of env ``env_index``: the env's own ``video_label`` where it has one, else the global
+    MPJPE."""
+    label = getattr(env, "video_label", None)
+    if label is not None:
+        return label(extras, env_index)
+    error = float(extras["tracking"]["global_mpjpe_mm"][env_index]) if "tracking" in extras else float("nan")
+    return f"global MPJPE {error:.0f} mm"
+
+
 def render_rollout(
     env: Any,
     path: str | Path,
@@ -101,7 +111,8 @@ def render_rollout(
     (``.gif`` or ``.mp4``).
 
     The camera follows the robot; with ``show_reference`` the reference motion is drawn beside it in a second panel
-    whose camera follows the reference. Panels are labelled, with the time and the current global MPJPE.
+    whose camera follows the reference (unless the env's ``video_reference`` is False). Panels are labelled, with the
+    time and the current global MPJPE (or the env's ``video_label(extras, env_index)``).
     ``on_dones`` is called with each step's dones, e.g. ``actor.reset`` so that a recurrent policy starts every new
     episode from a zero state.
     """
@@ -123,13 +134,13 @@ def render_rollout(
             obs, _, dones, extras = env.step(actions)
             if on_dones is not None:
                 on_dones(dones)
-            error = float(extras["tracking"]["global_mpjpe_mm"][env_index]) if "tracking" in extras else float("nan")
             data.qpos[:] = env.physics.state[env_index][env.physics.qpos_slice]
             mujoco.mj_kinematics(model, data)
             _follow(camera, data)
             renderer.update_scene(data, camera)
-            image = _label(renderer.render(), f"robot  t={(step + 1) * env.step_dt:.2f}s  global MPJPE {error:.0f} mm")
-            if show_reference:
+            text = f"robot  t={(step + 1) * env.step_dt:.2f}s  {_status(env, extras, env_index)}"
+            image = _label(renderer.render(), text)
+            if show_reference and getattr(env, "video_reference", True):
                 ref_data.qpos[:] = env.reference_qpos(env_index)
                 mujoco.mj_kinematics(model, ref_data)
                 _follow(camera, ref_data)
