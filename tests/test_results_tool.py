@@ -16,8 +16,8 @@ import results_report
 
 def test_the_matrix_pairs_configs_clips_and_seeds_and_students_wait_for_their_teachers():
     jobs = results.matrix(None)
-    trains = [j for j in jobs if j.kind == "train"]
-    assert len(trains) == 2 * 3 * 3 and len(jobs) == len(trains) + 2 * 3
+    trains = [j for j in jobs if j.kind == "train" and j.config != "amp_walk"]
+    assert len(trains) == 2 * 3 * 3 and len(jobs) == len(trains) + 2 * 3 + 1  # and the style-only walk, seed 0
     student = next(j for j in jobs if j.name == "handsup/student/s1")
     assert student.after == ("handsup/tracking_ppo/s1",) and student.iterations == 1200
     assert {j.clip.key for j in results.matrix(["walk"])} == {"walk"}
@@ -88,3 +88,26 @@ def test_the_report_shows_means_ranges_and_what_is_missing(tmp_path):
     )
     assert "| `tracking_ppo_amp` | 0 of 3 | not run yet |" in text
     assert "| walk, 0 | not run yet |" in text and "Verdict: needs both configs." in text
+
+
+def test_the_walking_task_is_evaluated_by_its_report_and_filmed_and_reported_against_its_target(tmp_path):
+    (job,) = results.matrix(["amp_walk"])
+    assert job.config == "amp_walk" and job.iterations * 256 * 24 <= 30e6  # within the target's budget
+    outputs = [out.name for out, _ in results.eval_commands(job, tmp_path)]
+    assert outputs == ["results_report.json", "results_walk.mp4"]
+    run = tmp_path / job.name
+    run.mkdir(parents=True)
+    walking = {"no_fall_rate": 0.95, "speed_along_command_m_s": 1.2, "command_speed_m_s": 1.5, "speed_ratio": 0.85}
+    walking.update(within_20_percent=0.7, velocity_error_m_s=0.3, foot_slide_mm_s=90.0, joint_jerk=800.0)
+    score = {"policy_logit": -0.5, "expert_logit": 0.4, "policy_style_reward": 0.3, "expert_style_reward": 0.8}
+    report = {"checkpoint": str(run / "model_2000.pt"), "walking": walking, "discriminator": score}
+    (run / "results_report.json").write_text(json.dumps(report))
+    out = tmp_path / "results.md"
+    results_report.write_report([job], tmp_path, out, "test box")
+    text = out.read_text()
+    assert "| 0 | 2000 it. (12.3 M env steps) | 0.95 | 1.20 / 1.50 (0.85) | 70 % | 0.30 | -0.50 / 0.40 |" in text
+    assert "seed 0: meets the target at 12.3 M env steps" in text
+    walking["speed_ratio"] = 0.79  # more than 20 % slower than commanded
+    (run / "results_report.json").write_text(json.dumps(report))
+    results_report.write_report([job], tmp_path, out, "test box")
+    assert "seed 0: misses the target" in out.read_text()

@@ -4,14 +4,16 @@ against its deployable student, from runs this script makes (or finds already ma
     python tools/results.py --plan                 # what is done, what is left, and an estimate of how long
     python tools/results.py --jobs 2               # run what is missing (resumable: a killed run resumes), then report
     python tools/results.py --report-only          # rewrite docs/results.md from the runs as they are
-    python tools/results.py --only walk handsup    # the clips to work on (default: all)
+    python tools/results.py --only walk handsup    # the clips to work on (default: all; amp_walk: the walking task)
 
 Every run is a ``mimic-rl`` command (printed before it starts; its output in ``<run>.log``), one torch thread each,
 ``--jobs`` of them side by side. A run is finished when its final checkpoint exists; a run with an earlier checkpoint
 resumes from it (``--resume``: bitwise the same as running straight through). After training each run is evaluated
 from each clip's first frame with ``mimic-rl eval --num-envs 64`` (tracking and motion-quality metrics, with the
 initial-state noise, ``results_eval.json``) and from the exact first frame (``results_exact.json``); each student is
-also exported with its clip and run in ``tools/sim2sim.py`` (64 noise seeds, ``results_sim2sim.json``). Wall times of
+also exported with its clip and run in ``tools/sim2sim.py`` (64 noise seeds, ``results_sim2sim.json``). The
+style-only walk (``amp_walk``) is evaluated by ``tools/amp_walk_report.py`` (``results_report.json``: falls, speed
+against the command, the discriminator's score) and filmed (``results_walk.mp4``). Wall times of
 the steps it ran go to ``<runs>/times.json``. The report: tables of the mean and range over seeds, and curves of the
 training's own evaluations (``evals.jsonl``) with a band from the lowest to the highest seed.
 """
@@ -73,11 +75,20 @@ CONFIGS = ("tracking_ppo", "tracking_ppo_amp")
 SEEDS = (0, 1, 2)
 DISTILLED = ("walk", "handsup")
 DISTILL_ITERATIONS = 1200  # configs/distill_deploy.yaml's
+AMP_WALK = Clip("amp_walk", str(DATA / "motions/humanoid28/humanoid_walk.npz"), 4880)  # 30 M env steps, no tracking
+AMP_WALK_SEEDS = (0,)
+VIDEO_STEPS = 500  # 10 s of walking
 
 
 def matrix(only: list[str] | None) -> list[Job]:
-    """Every run: configs x clips x seeds, then a student per (walk, handsup) x seed of the PPO teacher."""
+    """Every run: configs x clips x seeds, then a student per (walk, handsup) x seed of the PPO teacher, and the
+    style-only walk (``configs/amp_walk.yaml``)."""
     jobs = []
+    if not only or AMP_WALK.key in only:
+        jobs += [
+            Job(f"amp_walk/s{seed}", "train", AMP_WALK, seed, "amp_walk", AMP_WALK.iterations)
+            for seed in AMP_WALK_SEEDS
+        ]
     for clip in clips():
         if only and clip.key not in only:
             continue
@@ -138,6 +149,12 @@ def eval_commands(job: Job, runs: Path) -> list[tuple[Path, list[str]]]:
     ckpt = str(run / f"model_{job.iterations}.pt")
     base = ["mimic-rl", "eval", "--checkpoint", ckpt, "--num-envs", "64", "--threads", "1", "--output"]
     todo = [(run / "results_eval.json", [*base, str(run / "results_eval.json")])]
+    if job.config == "amp_walk":  # walking, the discriminator's score, and a video
+        report = [sys.executable, str(ROOT / "tools/amp_walk_report.py"), "--checkpoint", ckpt, "--output"]
+        todo = [(run / "results_report.json", [*report, str(run / "results_report.json")])]
+        video = ["mimic-rl", "play", "--checkpoint", ckpt, "--num-envs", "1", "--steps", str(VIDEO_STEPS)]
+        todo.append((run / "results_walk.mp4", [*video, "--threads", "1", "--video", str(run / "results_walk.mp4")]))
+        return [(out, cmd) for out, cmd in todo if not out.exists()]
     todo.append((run / "results_exact.json", [*base, str(run / "results_exact.json"), "--set", EXACT]))
     if job.kind == "distill":
         export = ["mimic-rl", "export", "--checkpoint", ckpt, "--output", str(run / "results_deploy"), "--bake-motion"]
@@ -243,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "results", help="where the runs live")
     parser.add_argument("--jobs", type=int, default=2, help="runs side by side, one thread each (default 2)")
-    parser.add_argument("--only", nargs="+", choices=[c.key for c in clips()], help="clips to work on")
+    keys = [c.key for c in clips()] + [AMP_WALK.key]
+    parser.add_argument("--only", nargs="+", choices=keys, help="clips (and amp_walk) to work on")
     parser.add_argument("--plan", action="store_true", help="print what is done and left, run nothing")
     parser.add_argument("--report-only", action="store_true", help="write the report from the runs as they are")
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "results.md", help="the report")

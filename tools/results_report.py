@@ -201,6 +201,98 @@ def plot_curves(clip: Any, jobs: list[Any], runs: Path, image: Path) -> bool:
     return drawn
 
 
+def amp_walk_section(jobs: list[Any], runs: Path, output: Path) -> list[str]:
+    """The style-only walk's table (``results_report.json`` of ``tools/amp_walk_report.py``), its targets (no fall in
+    >= 90 % of 20 s episodes, mean speed within 20 % of the command, within 30 M env steps), curves and videos."""
+    walks = [j for j in jobs if j.config == "amp_walk"]
+    if not walks:
+        return []
+    lines = [
+        "## Style-only walking (`amp_walk`)",
+        "",
+        "`mimic-rl train --task amp_walk` on humanoid28 with `humanoid_walk.npz` as the AMP expert, no tracking "
+        "reward ([guide.md](guide.md#style-only-amp-walking-amp_walk)). Evaluated by `tools/amp_walk_report.py`: 64 "
+        "envs, one 20 s episode each from a random frame of the clip, a random command (1-2 m/s, +-45 degrees), no "
+        "domain randomization. Speed: the mean over each env's episode of the pelvis velocity along the commanded "
+        "heading, against the command. Discriminator: the run's own, on the policy's consecutive-state pairs and on as "
+        "many of the clip's (LSGAN: targets +1 expert, -1 policy; style reward max(0, 1 - (D - 1)^2 / 4)).",
+        "",
+        "| seed | checkpoint | no fall | speed / command m/s (ratio) | envs within 20 % | velocity error m/s "
+        "| D policy / expert | style reward policy / expert | foot sliding mm/s | jerk rad/s³ |",
+        "|" + "---|" * 10,
+    ]
+    verdicts = []
+    for job in walks:
+        data = _load(runs / job.name / "results_report.json")
+        if data is None:
+            lines.append(f"| {job.seed} | not run yet |" + " |" * 8)
+            continue
+        w, d = data["walking"], data["discriminator"]
+        it = int(Path(data["checkpoint"]).stem.split("_")[1])
+        steps = it * 6144 / 1e6
+        lines.append(
+            f"| {job.seed} | {it} it. ({steps:.1f} M env steps) | {w['no_fall_rate']:.2f} | "
+            f"{w['speed_along_command_m_s']:.2f} / {w['command_speed_m_s']:.2f} ({w['speed_ratio']:.2f}) | "
+            f"{100 * w['within_20_percent']:.0f} % | {w['velocity_error_m_s']:.2f} | "
+            f"{d['policy_logit']:.2f} / {d['expert_logit']:.2f} | "
+            f"{d['policy_style_reward']:.3f} / {d['expert_style_reward']:.3f} | "
+            f"{_num(w.get('foot_slide_mm_s'), '.0f')} | {_num(w.get('joint_jerk'), '.0f')} |"
+        )
+        met = w["no_fall_rate"] >= 0.9 and abs(w["speed_ratio"] - 1.0) <= 0.2 and steps <= 30.0
+        verdicts.append(f"seed {job.seed}: {'meets' if met else 'misses'} the target at {steps:.1f} M env steps")
+        video = runs / job.name / "results_walk.mp4"
+        if video.exists():
+            target = output.parent / "img" / f"amp_walk_s{job.seed}.mp4"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(video.read_bytes())
+            verdicts.append(f"[video of seed {job.seed}](img/amp_walk_s{job.seed}.mp4) (10 s, env 0)")
+    lines += ["", "Target (no fall in >= 90 % of the envs, speed within 20 % of the command, <= 30 M env steps): "]
+    lines[-1] += "; ".join(verdicts) + "." if verdicts else "not run yet."
+    image = output.parent / "img" / "results_amp_walk.png"
+    if plot_walk_curves(walks, runs, image):
+        lines += ["", "![amp_walk: training curves](img/results_amp_walk.png)"]
+    return [*lines, ""]
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def plot_walk_curves(walks: list[Any], runs: Path, image: Path) -> bool:
+    """Episode length, speed over command and style reward over env steps, one line per seed; False without data."""
+    series = {}
+    for job in walks:
+        path = runs / job.name / "metrics.jsonl"
+        if path.exists():
+            rows = [json.loads(line) for line in path.read_text().splitlines()]
+            series[job.seed] = [r for r in rows if "episode/length" in r]
+    if not any(series.values()):
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    for seed, rows in series.items():
+        steps = [r["perf/total_steps"] / 1e6 for r in rows]
+        axes[0].plot(steps, [r["episode/length"] * 0.02 for r in rows], label=f"seed {seed}")
+        ratio = [r["metrics/speed_along_command"] / max(1e-6, r["metrics/command_speed"]) for r in rows]
+        axes[1].plot(steps, ratio, label=f"seed {seed}")
+        axes[2].plot(steps, [r.get("amp_style_reward", float("nan")) for r in rows], label=f"seed {seed}")
+    titles = ("episode length s (20 s: no fall)", "speed along the command / command", "style reward (policy pairs)")
+    for ax, title in zip(axes, titles):
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("M env steps")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    image.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(image, dpi=90)
+    plt.close(fig)
+    return True
+
+
 def write_report(jobs: list[Any], runs: Path, output: Path, machine: str) -> None:
     """Write ``output`` (docs/results.md) and its curves from the runs under ``runs``."""
     hours = [training_hours(runs / j.name) for j in jobs]
@@ -220,9 +312,10 @@ def write_report(jobs: list[Any], runs: Path, output: Path, machine: str) -> Non
         "## Tracking: `tracking_ppo` against `tracking_ppo_amp`",
         "",
     ]
-    clips = list({j.clip.key: j.clip for j in jobs}.values())
+    clips = list({j.clip.key: j.clip for j in jobs if j.config != "amp_walk"}.values())
     for clip in clips:
         image = output.parent / "img" / f"results_{clip.key}.png"
         lines += amp_section(clip, jobs, runs, plot_curves(clip, jobs, runs, image))
     lines += distill_section(jobs, runs)
+    lines += amp_walk_section(jobs, runs, output)
     output.write_text("\n".join(lines))
