@@ -111,3 +111,15 @@ def test_the_walking_task_is_evaluated_by_its_report_and_filmed_and_reported_aga
     (run / "results_report.json").write_text(json.dumps(report))
     results_report.write_report([job], tmp_path, out, "test box")
     assert "seed 0: misses the target" in out.read_text()
+
+
+def test_eval_only_evaluates_the_trained_runs_and_trains_nothing(tmp_path, monkeypatch):
+    jobs = results.matrix(["walk"])
+    for name, it in (("walk/tracking_ppo/s0", 600), ("walk/tracking_ppo/s1", 300), ("walk/student/s1", 1200)):
+        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / f"model_{it}.pt").write_bytes(b"")
+    calls = []
+    monkeypatch.setattr(results, "run_job", lambda job, runs, train=True: calls.append((job.name, train)) or [])
+    results.schedule(jobs, tmp_path, 1, eval_only=True)
+    # s1's teacher is half trained, yet its trained student is evaluated: evaluations wait on nothing
+    assert sorted(calls) == [("walk/student/s1", False), ("walk/tracking_ppo/s0", False)]

@@ -4,6 +4,7 @@ against its deployable student, from runs this script makes (or finds already ma
     python tools/results.py --plan                 # what is done, what is left, and an estimate of how long
     python tools/results.py --jobs 2               # run what is missing (resumable: a killed run resumes), then report
     python tools/results.py --report-only          # rewrite docs/results.md from the runs as they are
+    python tools/results.py --eval-only            # evaluate the runs that finished training, train nothing
     python tools/results.py --only walk handsup    # the clips to work on (default: all; amp_walk: the walking task)
 
 Every run is a ``mimic-rl`` command (printed before it starts; its output in ``<run>.log``), one torch thread each,
@@ -174,13 +175,14 @@ def steps_left(job: Job, runs: Path) -> int:
     return max(0, job.iterations - latest_checkpoint(runs / job.name)) * ENV_STEPS_PER_ITERATION
 
 
-def run_job(job: Job, runs: Path) -> list[tuple[str, float]]:
-    """Train (or resume) and evaluate one job; returns (step, wall seconds) of what it ran. Raises on a failure."""
+def run_job(job: Job, runs: Path, train: bool = True) -> list[tuple[str, float]]:
+    """Train (or resume; unless not ``train``) and evaluate one job; returns (step, wall seconds) of what it ran.
+    Raises on a failure."""
     run, times = runs / job.name, []
     run.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MIMIC_RL_DATA": str(DATA)}
     steps = []
-    if latest_checkpoint(run) < job.iterations:
+    if train and latest_checkpoint(run) < job.iterations:
         steps.append(("train", train_command(job, runs)))
     with open(runs / f"{job.name}.log", "a") as log:
         for step, cmd in steps:
@@ -201,11 +203,15 @@ def _call(cmd: list[str], log, env: dict[str, str]) -> float:
     return time.time() - start
 
 
-def schedule(jobs: list[Job], runs: Path, parallel: int) -> None:
-    """Run the unfinished jobs, ``parallel`` at a time, a job only after those it needs; progress and ETA per event."""
+def schedule(jobs: list[Job], runs: Path, parallel: int, eval_only: bool = False) -> None:
+    """Run the unfinished jobs, ``parallel`` at a time, a job only after those it needs; progress and ETA per event.
+    ``eval_only``: only the missing evaluations of the runs that finished training."""
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     todo = [j for j in jobs if not finished(j, runs)]
+    if eval_only:
+        todo = [j for j in todo if latest_checkpoint(runs / j.name) >= j.iterations]
+        jobs = todo  # nothing waits on a run this call does not train
     total_steps = sum(steps_left(j, runs) for j in todo) or 1
     done_steps, start, failed = 0, time.time(), set()
     times_file = runs / "times.json"
@@ -213,7 +219,7 @@ def schedule(jobs: list[Job], runs: Path, parallel: int) -> None:
     running: dict = {}
     with ThreadPoolExecutor(parallel) as pool:
         while todo or running:
-            ready = [j for j in todo if all(finished(next(x for x in jobs if x.name == a), runs) for a in j.after)]
+            ready = [j for j in todo if eval_only or all(finished(_job(jobs, a), runs) for a in j.after)]
             blocked = [j for j in todo if any(a in failed for a in j.after)]
             for job in blocked:
                 todo.remove(job)
@@ -221,7 +227,7 @@ def schedule(jobs: list[Job], runs: Path, parallel: int) -> None:
             for job in ready[: parallel - len(running)]:
                 todo.remove(job)
                 print(f"start {job.name} ({len(todo)} waiting)", flush=True)
-                running[pool.submit(run_job, job, runs)] = (job, steps_left(job, runs))
+                running[pool.submit(run_job, job, runs, not eval_only)] = (job, steps_left(job, runs))
             if not running:
                 print(f"waiting on runs outside this matrix: {[j.name for j in todo]}", flush=True)
                 break
@@ -240,6 +246,10 @@ def schedule(jobs: list[Job], runs: Path, parallel: int) -> None:
                 print(f"done {job.name}: {done_steps / total_steps:.0%} of the env steps{eta}", flush=True)
     if failed:
         raise SystemExit(f"results: {len(failed)} run(s) failed: {sorted(failed)}; rerun to retry them")
+
+
+def _job(jobs: list[Job], name: str) -> Job:
+    return next(j for j in jobs if j.name == name)
 
 
 def plan(jobs: list[Job], runs: Path) -> None:
@@ -264,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=keys, help="clips (and amp_walk) to work on")
     parser.add_argument("--plan", action="store_true", help="print what is done and left, run nothing")
     parser.add_argument("--report-only", action="store_true", help="write the report from the runs as they are")
+    parser.add_argument("--eval-only", action="store_true", help="evaluate the trained runs, train nothing")
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "results.md", help="the report")
     args = parser.parse_args(argv)
     if args.jobs < 1:
@@ -273,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         plan(jobs, args.runs)
         return 0
     if not args.report_only:
-        schedule(jobs, args.runs, args.jobs)
+        schedule(jobs, args.runs, args.jobs, eval_only=args.eval_only)
     from results_report import write_report  # tools/results_report.py
 
     write_report(matrix(None), args.runs, args.output, machine())
