@@ -94,9 +94,14 @@ def test_the_walking_task_is_evaluated_by_its_report_and_filmed_and_reported_aga
     (job,) = results.matrix(["amp_walk"])
     assert job.config == "amp_walk" and job.iterations * 256 * 24 <= 30e6  # within the target's budget
     outputs = [out.name for out, _ in results.eval_commands(job, tmp_path)]
-    assert outputs == ["results_report.json", "results_walk.mp4"]
+    assert outputs == ["results_report.json", "results_walk_4880.mp4"]
     run = tmp_path / job.name
     run.mkdir(parents=True)
+    (run / "results_report.json").write_text(json.dumps({"checkpoint": str(run / "model_2000.pt")}))
+    outputs = [out.name for out, _ in results.eval_commands(job, tmp_path)]
+    assert outputs[0] == "results_report.json"  # a report of an earlier checkpoint is redone at the end
+    (run / "results_report.json").write_text(json.dumps({"checkpoint": str((run / "model_4880.pt").resolve())}))
+    assert [out.name for out, _ in results.eval_commands(job, tmp_path)] == ["results_walk_4880.mp4"]
     walking = {"no_fall_rate": 0.95, "speed_along_command_m_s": 1.2, "command_speed_m_s": 1.5, "speed_ratio": 0.85}
     walking.update(within_20_percent=0.7, velocity_error_m_s=0.3, foot_slide_mm_s=90.0, joint_jerk=800.0)
     score = {"policy_logit": -0.5, "expert_logit": 0.4, "policy_style_reward": 0.3, "expert_style_reward": 0.8}

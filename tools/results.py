@@ -150,12 +150,13 @@ def eval_commands(job: Job, runs: Path) -> list[tuple[Path, list[str]]]:
     ckpt = str(run / f"model_{job.iterations}.pt")
     base = ["mimic-rl", "eval", "--checkpoint", ckpt, "--num-envs", "64", "--threads", "1", "--output"]
     todo = [(run / "results_eval.json", [*base, str(run / "results_eval.json")])]
-    if job.config == "amp_walk":  # walking, the discriminator's score, and a video
+    if job.config == "amp_walk":  # walking, the discriminator's score, and a video, of the final checkpoint
         report = [sys.executable, str(ROOT / "tools/amp_walk_report.py"), "--checkpoint", ckpt, "--output"]
         todo = [(run / "results_report.json", [*report, str(run / "results_report.json")])]
-        video = ["mimic-rl", "play", "--checkpoint", ckpt, "--num-envs", "1", "--steps", str(VIDEO_STEPS)]
-        todo.append((run / "results_walk.mp4", [*video, "--threads", "1", "--video", str(run / "results_walk.mp4")]))
-        return [(out, cmd) for out, cmd in todo if not out.exists()]
+        video = run / f"results_walk_{job.iterations}.mp4"
+        play = ["mimic-rl", "play", "--checkpoint", ckpt, "--num-envs", "1", "--steps", str(VIDEO_STEPS)]
+        todo.append((video, [*play, "--threads", "1", "--video", str(video)]))
+        return [(out, cmd) for out, cmd in todo if not _done(out, ckpt)]
     todo.append((run / "results_exact.json", [*base, str(run / "results_exact.json"), "--set", EXACT]))
     if job.kind == "distill":
         export = ["mimic-rl", "export", "--checkpoint", ckpt, "--output", str(run / "results_deploy"), "--bake-motion"]
@@ -163,6 +164,15 @@ def eval_commands(job: Job, runs: Path) -> list[tuple[Path, list[str]]]:
         todo.append((run / "results_deploy" / "policy.onnx", export))
         todo.append((run / "results_sim2sim.json", [*sim, "--output", str(run / "results_sim2sim.json")]))
     return [(out, cmd) for out, cmd in todo if not out.exists()]
+
+
+def _done(out: Path, checkpoint: str) -> bool:
+    """``out`` exists and, for a walking report, is of ``checkpoint`` (one of an earlier checkpoint is redone)."""
+    if not out.exists():
+        return False
+    if out.suffix != ".json":
+        return True
+    return json.loads(out.read_text()).get("checkpoint", checkpoint) == str(Path(checkpoint).resolve())
 
 
 def finished(job: Job, runs: Path) -> bool:

@@ -240,12 +240,13 @@ def amp_walk_section(jobs: list[Any], runs: Path, output: Path) -> list[str]:
         )
         met = w["no_fall_rate"] >= 0.9 and abs(w["speed_ratio"] - 1.0) <= 0.2 and steps <= 30.0
         verdicts.append(f"seed {job.seed}: {'meets' if met else 'misses'} the target at {steps:.1f} M env steps")
-        video = runs / job.name / "results_walk.mp4"
-        if video.exists():
+        videos = sorted((runs / job.name).glob("results_walk_*.mp4"), key=lambda p: int(p.stem.split("_")[-1]))
+        if videos:  # the latest checkpoint's
             target = output.parent / "img" / f"amp_walk_s{job.seed}.mp4"
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(video.read_bytes())
-            verdicts.append(f"[video of seed {job.seed}](img/amp_walk_s{job.seed}.mp4) (10 s, env 0)")
+            target.write_bytes(videos[-1].read_bytes())
+            it = videos[-1].stem.split("_")[-1]
+            verdicts.append(f"[video of seed {job.seed}](img/amp_walk_s{job.seed}.mp4) (iteration {it}, 10 s, env 0)")
     lines += ["", "Target (no fall in >= 90 % of the envs, speed within 20 % of the command, <= 30 M env steps): "]
     lines[-1] += "; ".join(verdicts) + "." if verdicts else "not run yet."
     image = output.parent / "img" / "results_amp_walk.png"
