@@ -104,6 +104,7 @@ def test_the_walking_task_is_evaluated_by_its_report_and_filmed_and_reported_aga
     assert [out.name for out, _ in results.eval_commands(job, tmp_path)] == ["results_walk_4880.mp4"]
     walking = {"no_fall_rate": 0.95, "speed_along_command_m_s": 1.2, "command_speed_m_s": 1.5, "speed_ratio": 0.85}
     walking.update(within_20_percent=0.7, velocity_error_m_s=0.3, foot_slide_mm_s=90.0, joint_jerk=800.0)
+    walking["per_env"] = {"command_m_s": [1.0, 1.2, 1.5, 2.0], "speed_along_command_m_s": [1.3, 1.5, 1.5, 1.8]}
     score = {"policy_logit": -0.5, "expert_logit": 0.4, "policy_style_reward": 0.3, "expert_style_reward": 0.8}
     report = {"checkpoint": str(run / "model_2000.pt"), "walking": walking, "discriminator": score}
     (run / "results_report.json").write_text(json.dumps(report))
@@ -112,6 +113,7 @@ def test_the_walking_task_is_evaluated_by_its_report_and_filmed_and_reported_aga
     text = out.read_text()
     assert "| 0 | 2000 it. (12.3 M env steps) | 0.95 | 1.20 / 1.50 (0.85) | 70 % | 0.30 | -0.50 / 0.40 |" in text
     assert "seed 0: meets the target at 12.3 M env steps" in text
+    assert "1.00-1.33: 1.40 (2 envs); 1.33-1.67: 1.50 (1 envs); 1.67-2.00: 1.80 (1 envs)" in text
     walking["speed_ratio"] = 0.79  # more than 20 % slower than commanded
     (run / "results_report.json").write_text(json.dumps(report))
     results_report.write_report([job], tmp_path, out, "test box")

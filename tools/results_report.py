@@ -238,6 +238,9 @@ def amp_walk_section(jobs: list[Any], runs: Path, output: Path) -> list[str]:
             f"{d['policy_style_reward']:.3f} / {d['expert_style_reward']:.3f} | "
             f"{_num(w.get('foot_slide_mm_s'), '.0f')} | {_num(w.get('joint_jerk'), '.0f')} |"
         )
+        bins = _speed_bins(w.get("per_env"))
+        if bins:
+            verdicts.append(f"seed {job.seed}, mean speed by commanded speed: {bins}")
         met = w["no_fall_rate"] >= 0.9 and abs(w["speed_ratio"] - 1.0) <= 0.2 and steps <= 30.0
         verdicts.append(f"seed {job.seed}: {'meets' if met else 'misses'} the target at {steps:.1f} M env steps")
         videos = sorted((runs / job.name).glob("results_walk_*.mp4"), key=lambda p: int(p.stem.split("_")[-1]))
@@ -253,6 +256,19 @@ def amp_walk_section(jobs: list[Any], runs: Path, output: Path) -> list[str]:
     if plot_walk_curves(walks, runs, image):
         lines += ["", "![amp_walk: training curves](img/results_amp_walk.png)"]
     return [*lines, ""]
+
+
+def _speed_bins(per_env: dict[str, list[float]] | None, edges: tuple[float, ...] = (1.0, 4 / 3, 5 / 3, 2.0)) -> str:
+    """ "commanded a-b m/s: mean speed (n envs)" for the thirds of the default command range."""
+    if not per_env:
+        return ""
+    pairs = list(zip(per_env["command_m_s"], per_env["speed_along_command_m_s"]))
+    parts = []
+    for low, high in itertools.pairwise(edges):
+        inside = [v for c, v in pairs if low <= c < high or (high == edges[-1] and c == high)]
+        if inside:
+            parts.append(f"{low:.2f}-{high:.2f}: {sum(inside) / len(inside):.2f} ({len(inside)} envs)")
+    return "; ".join(parts)
 
 
 def _num(value: float | None, fmt: str) -> str:

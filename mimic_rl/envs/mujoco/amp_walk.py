@@ -227,7 +227,8 @@ def evaluate_amp_walk(
     """Walk ``num_envs`` envs for one episode each (``env.episode_length_s``, reference-state initialization at random
     frames, no domain randomization) with ``policy``; returns the JSON-ready ``{"clips": [entry], "summary": entry}``
     with the share of envs that did not fall, the mean speed along the commanded heading against the command, the
-    share of envs within 20 % of their commanded speed, the velocity error and the motion-quality metrics."""
+    share of envs within 20 % of their commanded speed, the velocity error, the motion-quality metrics, and each env's
+    command and mean speed (``per_env``)."""
     env_cfg: AmpWalkEnvConfig = copy.deepcopy(cfg.env)
     env_cfg.compile = False
     env_cfg.randomization = DomainRandomization(enabled=False)
@@ -280,6 +281,7 @@ def _walk_episodes(env: MujocoAmpWalkEnv, policy: Any) -> dict[str, Any]:
         "within_20_percent": float(((ratio - 1.0).abs() <= 0.2).float().mean()),
         "velocity_error_m_s": float((error / steps.clamp(min=1).double()).mean()),
         **quality.result(0),
+        "per_env": {"command_m_s": command.tolist(), "speed_along_command_m_s": mean_along.tolist()},
     }
 
 
