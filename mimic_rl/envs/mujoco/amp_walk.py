@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
+from tensordict import TensorDict
 
 from mimic_rl.envs.mujoco.config import TrackingEnvConfig
 from mimic_rl.envs.mujoco.env import MujocoTrackingEnv
@@ -125,9 +126,7 @@ class MujocoAmpWalkEnv(MujocoTrackingEnv):
         fresh = self._groups(sensor[rows], last_actions[rows], rows)
         return {name: value.index_put((rows,), fresh[name]) for name, value in groups.items()}
 
-    def _tensordict(self, groups: dict) -> Any:
-        from tensordict import TensorDict
-
+    def _tensordict(self, groups: dict) -> TensorDict:
         return TensorDict(dict(groups), batch_size=[self.num_envs], device=self.device)
 
     # ------------------------------------------------------------------ step
