@@ -328,6 +328,10 @@ def write_report(jobs: list[Any], runs: Path, output: Path, machine: str) -> Non
         "",
         "## Tracking: `tracking_ppo` against `tracking_ppo_amp`",
         "",
+        "`tracking_ppo_amp` as configured (`style_weight: 0.02`). Other style weights (0.1 on three walk seeds and on "
+        "`B_HandsUp`, 0.3) and why none meets issue 34's bar yet: "
+        "[ablations.md](ablations.md#what-amp-buys-on-tracking-the-style-reward-weight-issue-34).",
+        "",
     ]
     clips = list({j.clip.key: j.clip for j in jobs if j.config != "amp_walk"}.values())
     for clip in clips:
