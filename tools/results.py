@@ -14,7 +14,7 @@ from each clip's first frame with ``mimic-rl eval --num-envs 64`` (tracking and 
 initial-state noise, ``results_eval.json``) and from the exact first frame (``results_exact.json``); each student is
 also exported with its clip and run in ``tools/sim2sim.py`` (64 noise seeds, ``results_sim2sim.json``). The
 style-only walk (``amp_walk``) is evaluated by ``tools/amp_walk_report.py`` (``results_report.json``: falls, speed
-against the command, the discriminator's score) and filmed (``results_walk.mp4``). Wall times of
+against the command, the discriminator's score) and filmed (``results_walk_<iterations>.mp4``). Wall times of
 the steps it ran go to ``<runs>/times.json``. The report: tables of the mean and range over seeds, and curves of the
 training's own evaluations (``evals.jsonl``) with a band from the lowest to the highest seed.
 """
