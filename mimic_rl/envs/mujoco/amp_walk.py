@@ -96,9 +96,12 @@ class MujocoAmpWalkEnv(MujocoTrackingEnv):
         self.command_heading[env_ids] = heading
 
     # ------------------------------------------------------------------ observations
-    def _groups(self, sensor: torch.Tensor, last_actions: torch.Tensor, rows: torch.Tensor | None) -> dict:
-        """Every group of the envs ``rows`` (all envs: None) from their sensor rows and last actions."""
-        robot = self._state_from_sensors(sensor)
+    def _groups(
+        self, sensor: torch.Tensor, last_actions: torch.Tensor, rows: torch.Tensor | None, robot: Any = None
+    ) -> dict:
+        """Every group of the envs ``rows`` (all envs: None) from their sensor rows (or their state ``robot``, already
+        read from them) and last actions."""
+        robot = self._state_from_sensors(sensor) if robot is None else robot
         ctx = StepContext(robot, self.tracking_layout, actions=last_actions)
         groups = evaluate_observations(self._groups_table, ctx)
         speed = self.command_speed if rows is None else self.command_speed[rows]
@@ -173,7 +176,7 @@ class MujocoAmpWalkEnv(MujocoTrackingEnv):
             "termination_terms": {"fall": terminated},
             "body_error_mm": torch.zeros(self.num_envs, len(self.tracked), device=self.device),
             "log": log,
-            "obs": self._groups(sensor, actions, None),
+            "obs": self._groups(sensor, actions, None, robot),  # the state read above, not read again
             "metric_sums": torch.stack(list(values.values())).to(torch.float64).sum(-1),
             "episode_counts": torch.stack((dones.sum(), time_outs.sum())).to(torch.float64),
             "last_actions": torch.where(dones.unsqueeze(-1), 0.0, actions),
