@@ -62,7 +62,9 @@ class AmpConfig:
     amp_ref_obs_extractor: Callback = None
     """``f((reference, mask)) -> (features, mask)`` of the expert; None: identity."""
     expert_sampler: Callback = None
-    """``f(num) -> (prev, cur)`` expert pairs, for tasks without a reference group (default: the env's own)."""
+    """``f(num) -> (prev, cur)`` expert pairs; ``"env"``: the env's ``amp_expert_sampler``. Given, it replaces the
+    reference stream's pairs; default: the reference stream's pairs, or the env's sampler where the actor reads no
+    reference."""
     reference_groups: tuple[str | None, ...] | None = None
     """The ``(reference, mask)`` groups of stored observations whose pairs are the expert's (the seed storage's own
     pairs); MMPPO uses the groups the actor reads."""
@@ -139,6 +141,13 @@ class AMP(Extension):
     @classmethod
     def prepare(cls, cfg: AmpConfig, obs: TensorDictBase, env: Any, obs_groups: Any) -> AmpConfig:
         """The env's expert sampler when the actor reads no reference, and ``num_features`` from the extractor."""
+        if cfg.expert_sampler == "env":
+            if not hasattr(env, "amp_expert_sampler"):
+                raise ConfigError(
+                    f"algorithm.amp_cfg.expert_sampler: 'env', but {type(env).__name__} has no amp_expert_sampler; "
+                    "remove it to use the reference stream's pairs"
+                )
+            cfg = replace(cfg, expert_sampler=env.amp_expert_sampler)
         if obs_groups.actor_reference is None and not cfg.expert_sampler and hasattr(env, "amp_expert_sampler"):
             cfg = replace(cfg, expert_sampler=env.amp_expert_sampler)  # no reference stream: pairs from the env
         if cfg.num_features is None:
@@ -340,9 +349,11 @@ class AMP(Extension):
 
     def batch_pairs(self, alg: Host, batch: dict[str, Any]) -> AmpPairs:
         """The pairs of a mini-batch; the expert's are the reference groups the actor reads (``obs_groups``), if
-        any."""
+        any and no ``expert_sampler`` replaces them."""
         groups = alg.obs_groups
         reference = (groups.actor_reference, groups.actor_reference_mask) if groups is not None else None
+        if self.expert_sampler is not None:
+            reference = (None, None)
         return self.pairs.pairs(batch["obs"], batch["previous"]["obs"], batch["previous_valid"], reference)
 
     def _terms(self, alg: Host, batch: dict[str, Any]) -> dict[str, Any]:

@@ -6,8 +6,9 @@ episode starts at a random frame of it, as in Peng et al. 2021). The MDP core is
 
 Observation groups: ``policy`` (the tracking env's proprioception), ``critic`` (``policy`` plus the body poses in the
 anchor frame and the anchor's height), ``command`` (speed, cos and sin of the commanded heading in the robot's
-heading frame) and ``amp`` (``mimic_rl.tasks.tracking.amp_features``: joints, the anchor's height, velocities and
-tilt in its heading frame, the end effectors' positions). There is no ``reference`` group.
+heading frame) and ``amp`` (``env.amp_features``, here ``body`` by default: ``mimic_rl.tasks.tracking.amp_features``,
+joints, the anchor's height, velocities and tilt in its heading frame, the end effectors' positions). There is no
+``reference`` group.
 
 Episodes end when the anchor falls below ``env.command.fall_height_fraction`` of the clip's mean anchor height, or
 after ``episode_length_s``. The env steps eagerly (``env.compile`` must be off).
@@ -38,7 +39,7 @@ from mimic_rl.tasks.amp_walk import (
     sample_commands,
     velocity_reward,
 )
-from mimic_rl.tasks.tracking import StepContext, amp_features, evaluate_observations, observation_terms
+from mimic_rl.tasks.tracking import StepContext, evaluate_observations, observation_terms
 from mimic_rl.tasks.tracking.quality import MotionQuality
 
 __all__ = ["AmpWalkEnvConfig", "MujocoAmpWalkEnv", "evaluate_amp_walk", "play_env"]
@@ -53,6 +54,7 @@ class AmpWalkEnvConfig(TrackingEnvConfig):
     command: WalkCommandConfig = field(default_factory=WalkCommandConfig)
     sampling_mode: Literal["start", "uniform", "adaptive"] = "uniform"
     episode_length_s: float = 20.0
+    amp_features: Literal["joints", "body"] = "body"
 
 
 class MujocoAmpWalkEnv(MujocoTrackingEnv):
@@ -73,7 +75,8 @@ class MujocoAmpWalkEnv(MujocoTrackingEnv):
         """Commanded planar speed ``[N]``, m/s."""
         self.command_heading = torch.zeros(n, device=dev)
         """Commanded world heading ``[N]``, rad."""
-        self._groups_table = {k: v for k, v in observation_terms().items() if k in ("policy", "critic")}
+        table = observation_terms(amp=cfg.amp_features)
+        self._groups_table = {k: v for k, v in table.items() if k in ("policy", "critic", "amp")}
         super().__init__(cfg, robot, clips)
         anchor_heights = torch.cat([self._clip_anchor_heights(c) for c in range(self.library.num_clips)])
         self.fall_height = float(cfg.command.fall_height_fraction * anchor_heights.mean())
@@ -107,20 +110,7 @@ class MujocoAmpWalkEnv(MujocoTrackingEnv):
         speed = self.command_speed if rows is None else self.command_speed[rows]
         heading = self.command_heading if rows is None else self.command_heading[rows]
         groups["command"] = command_observation(ctx.anchor_quat_w, speed, heading)
-        groups["amp"] = self._amp_features(robot)
         return groups
-
-    def _amp_features(self, state: Any) -> torch.Tensor:
-        return amp_features(
-            state.joint_pos,
-            state.joint_vel,
-            state.body_pos_w,
-            state.body_quat_w,
-            state.body_lin_vel_w,
-            state.body_ang_vel_w,
-            self.anchor,
-            self.end_effectors,
-        )
 
     def _observe(self, sensor: torch.Tensor, clip_ids: torch.Tensor, obs_time: torch.Tensor, last_actions) -> dict:
         return self._groups(sensor, last_actions, None)  # the base env observes all envs here (its resets: below)
@@ -203,20 +193,6 @@ class MujocoAmpWalkEnv(MujocoTrackingEnv):
         super().load_state_dict(state)
         self.command_speed.copy_(state["command_speed"])
         self.command_heading.copy_(state["command_heading"])
-
-    # ------------------------------------------------------------------ AMP expert
-    def amp_expert_sampler(self, num: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``num`` expert pairs ``(features at t - dt, features at t)`` of the clips at uniformly random times, one
-        policy step apart (clips drawn in proportion to their durations)."""
-        durations = self.library.clip_duration
-        clips = torch.multinomial(durations / durations.sum(), num, replacement=True, generator=None)
-        span = (durations[clips] - self.step_dt).clamp(min=0.0)
-        times = self.step_dt + span * torch.rand(num, device=self.device)
-        pairs = []
-        for t in (times - self.step_dt, times):
-            state = self.library.state(clips, t, bodies=self._ref_tracked)
-            pairs.append(self._amp_features(state))
-        return pairs[0], pairs[1]
 
 
 def evaluate_amp_walk(

@@ -68,6 +68,12 @@ class TrackingEnvConfig:
     thousands of numbers at 1,024 envs), so OpenMP's fork/join costs more than it saves, and a second thread waits on
     a busy core when the machine is shared (``docs/benchmarks.md``). The caller's setting is restored after each
     step; the physics keeps its own pool (``num_threads``)."""
+    amp_features: Literal["joints", "body"] = "joints"
+    """What the ``amp`` group (the AMP discriminator's state) holds: ``joints``, the joint positions and velocities,
+    whose expert pairs are the reference observation's (``amp_reference_extractor``); ``body``, also the anchor's
+    height, velocities and tilt and the end effectors' positions in its heading frame
+    (``mimic_rl.tasks.tracking.amp_features``), whose expert pairs the env draws from its clips
+    (``amp_expert_sampler``; ``algorithm.amp_cfg.expert_sampler: env``)."""
     quality_metrics: bool = False
     """Measure how the robot moves (foot sliding, joint jerk, torque, power, ground penetration) each step, for the
     evaluation (``mimic_rl.tasks.tracking.quality``; ``mimic-rl eval`` turns it on): adds MuJoCo sensors, no physics.

@@ -32,9 +32,11 @@ from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, joint_tables, 
 from mimic_rl.errors import ConfigError, TrainingDiverged
 from mimic_rl.motion import BodyState, MotionClip, MotionLibrary, expand_motion_paths
 from mimic_rl.tasks.tracking import (
+    StepContext,
     TrackingLayout,
     TrackingMetrics,
     clip_ends,
+    evaluate_observations,
     observation_groups,
     observation_terms,
     step_evaluation,
@@ -45,7 +47,7 @@ __all__ = ["InitNoise", "MujocoTrackingEnv", "TrackingEnvConfig", "amp_obs_extra
 
 
 def amp_obs_extractor(obs: Any) -> torch.Tensor:
-    """AMP features of the robot: the ``amp`` group (joint positions and velocities)."""
+    """AMP features of the robot: the ``amp`` group (``env.amp_features``)."""
     return obs["amp"]
 
 
@@ -83,7 +85,7 @@ class MujocoTrackingEnv:
         self._channels = channels if deploy.enabled else None  # noise and latency of the deployable groups
         delay = deploy.action_delay_steps if deploy.enabled else 0
         self._action_delay = ActionDelay(delay, self.num_envs, self.num_actions, cfg.device)
-        self._observation_table = observation_terms(deploy.enabled)
+        self._observation_table = observation_terms(deploy.enabled, cfg.amp_features)
         # on the CPU whatever the device: the physics is the CPU's, and the same seed then gives the same initial
         # states, pushes and evaluation on every device (a CUDA generator draws a different stream)
         self._gen = torch.Generator().manual_seed(cfg.seed)
@@ -236,7 +238,9 @@ class MujocoTrackingEnv:
 
     # ------------------------------------------------------------------ observations
     def _observation_groups(self, robot: BodyState, future: BodyState, last_actions: torch.Tensor) -> dict:
-        return observation_groups(robot, future, self.tracking_layout, last_actions, self.cfg.deploy.enabled)
+        return observation_groups(
+            robot, future, self.tracking_layout, last_actions, self.cfg.deploy.enabled, self.cfg.amp_features
+        )
 
     def _observe(
         self, sensor: torch.Tensor, clip_ids: torch.Tensor, obs_time: torch.Tensor, last_actions: torch.Tensor
@@ -475,6 +479,20 @@ class MujocoTrackingEnv:
         interval = self.cfg.randomization.push_interval_s
         delay = interval[0] + (interval[1] - interval[0]) * torch.rand(k, generator=self._gen)
         self._push_timer[due] = delay.to(self.device)
+
+    def amp_expert_sampler(self, num: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``num`` expert pairs ``(amp at t - dt, amp at t)``: the ``amp`` group of the clips' states at uniformly
+        random times, one policy step apart (clips drawn in proportion to their durations)."""
+        durations = self.library.clip_duration
+        clips = torch.multinomial(durations / durations.sum(), num, replacement=True)
+        span = (durations[clips] - self.step_dt).clamp(min=0.0)
+        times = self.step_dt + span * torch.rand(num, device=self.device)
+        table = {"amp": self._observation_table["amp"]}
+        pairs = []
+        for t in (times - self.step_dt, times):
+            ctx = StepContext(self.library.state(clips, t, bodies=self._ref_tracked), self.tracking_layout)
+            pairs.append(evaluate_observations(table, ctx)["amp"])
+        return pairs[0], pairs[1]
 
     def sampling_stats(self) -> dict[str, float]:
         """The adaptive sampler's ``sampler/*`` scalars (``AdaptiveSampler.stats``; {} in other sampling modes), read

@@ -10,12 +10,15 @@ from __future__ import annotations
 import torch
 
 from mimic_rl.rotations import quat_apply_inverse
+from mimic_rl.tasks.tracking.amp_features import amp_features
 from mimic_rl.tasks.tracking.context import StepContext
 from mimic_rl.tasks.tracking.deploy import deploy_reference
 from mimic_rl.tasks.tracking.observations import body_pose_in_anchor_frame, projected_gravity, reference_observation
 from mimic_rl.tasks.tracking.terms import ObservationTerm
 
 __all__ = [
+    "AMP_FEATURE_SETS",
+    "amp_body_features",
     "anchor_ang_vel_b",
     "anchor_height",
     "anchor_lin_vel_b",
@@ -91,6 +94,27 @@ def anchor_height(ctx: StepContext) -> torch.Tensor:
     return ctx.anchor_pos_w[:, 2:3]
 
 
+def amp_body_features(ctx: StepContext) -> torch.Tensor:
+    """:func:`~mimic_rl.tasks.tracking.amp_features.amp_features` of the robot ``[N, 2 J + 13 + 3 E]``: joints, the
+    anchor's height, velocities and tilt in its heading frame, and the end effectors' positions in that frame."""
+    robot, layout = ctx.robot, ctx.layout
+    return amp_features(
+        robot.joint_pos,
+        robot.joint_vel,
+        robot.body_pos_w,
+        robot.body_quat_w,
+        robot.body_lin_vel_w,
+        robot.body_ang_vel_w,
+        layout.anchor,
+        layout.end_effectors,
+    )
+
+
+AMP_FEATURE_SETS = ("joints", "body")
+"""What the ``amp`` group holds: ``joints`` (joint positions and velocities, the layout of the reference
+observation's first two blocks) or ``body`` (:func:`amp_body_features`)."""
+
+
 def _groups() -> dict[str, tuple[ObservationTerm, ...]]:
     policy = (
         ObservationTerm("joint_pos_rel", joint_pos_rel),
@@ -124,10 +148,15 @@ _GROUPS = _groups()
 _DEPLOY_GROUPS = {**_GROUPS, **_deploy_groups(_GROUPS["policy"])}
 
 
-def observation_terms(deployable: bool = False) -> dict[str, tuple[ObservationTerm, ...]]:
+def observation_terms(deployable: bool = False, amp: str = "joints") -> dict[str, tuple[ObservationTerm, ...]]:
     """The groups of the embedded env and mjlab task, in order: ``policy`` (proprioception and the last action),
     ``reference`` (the future reference frames), ``critic`` (``policy``'s terms, the body poses in the anchor frame,
-    the anchor's height) and ``amp`` (joint positions and velocities); with ``deployable`` also ``deploy_policy``
-    (``policy`` less the anchor's linear velocity) and ``deploy_reference`` (``mimic_rl.tasks.tracking.deploy``).
-    A new dict each call (the rows are shared)."""
-    return dict(_DEPLOY_GROUPS if deployable else _GROUPS)
+    the anchor's height) and ``amp`` (``amp``: one of :data:`AMP_FEATURE_SETS`, joint positions and velocities by
+    default); with ``deployable`` also ``deploy_policy`` (``policy`` less the anchor's linear velocity) and
+    ``deploy_reference`` (``mimic_rl.tasks.tracking.deploy``). A new dict each call (the rows are shared)."""
+    if amp not in AMP_FEATURE_SETS:
+        raise ValueError(f"amp features must be one of {AMP_FEATURE_SETS}, got {amp!r}")
+    table = dict(_DEPLOY_GROUPS if deployable else _GROUPS)
+    if amp == "body":
+        table["amp"] = (ObservationTerm("amp_body_features", amp_body_features),)
+    return table

@@ -30,7 +30,12 @@ __all__ = ["TrackingLayout", "clip_ends", "observation_groups", "step_evaluation
 
 
 def observation_groups(
-    robot: BodyState, future: BodyState, layout: TrackingLayout, last_actions: torch.Tensor, deployable: bool = False
+    robot: BodyState,
+    future: BodyState,
+    layout: TrackingLayout,
+    last_actions: torch.Tensor,
+    deployable: bool = False,
+    amp: str = "joints",
 ) -> dict[str, torch.Tensor]:
     """``policy``, ``reference``, ``critic`` and ``amp`` from the robot's tracked bodies and ``future`` reference
     frames of the anchor alone (``[N, K]`` states with one body), as the embedded env builds them.
@@ -38,12 +43,12 @@ def observation_groups(
     ``policy``: joint positions relative to the default pose, joint velocities, the anchor's linear and angular
     velocity in its own frame, its projected gravity, the last action. ``reference``: ``reference_observation`` of
     the K frames, ``[N, K, 2 J + 9]``. ``critic``: ``policy``, every tracked body's pose in the anchor frame, the
-    anchor's height. ``amp``: joint positions and velocities. The groups of
-    :func:`~mimic_rl.tasks.tracking.observation_terms.observation_terms` (with ``deployable``, the deployable groups
-    too).
+    anchor's height. ``amp``: joint positions and velocities (``amp="body"``: the anchor and end effectors too). The
+    groups of :func:`~mimic_rl.tasks.tracking.observation_terms.observation_terms` (with ``deployable``, the
+    deployable groups too).
     """
     ctx = StepContext(robot, layout, actions=last_actions, future=future)
-    return evaluate_observations(observation_terms(deployable), ctx)
+    return evaluate_observations(observation_terms(deployable, amp), ctx)
 
 
 def clip_ends(
