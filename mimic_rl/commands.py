@@ -384,7 +384,10 @@ def _print_play(env: Any, actor: Any, policy: Any, steps: int) -> None:
                 else:
                     what = f"global MPJPE {s['global_mpjpe_mm']:.1f} mm  root-relative {s['root_mpjpe_mm']:.1f} mm"
                     what += "  success"
-                print(f"t={step * env.step_dt:5.1f}s  {what} {s['success_rate']:.2f} ({s['episodes']:.0f} episodes)")
+                ended = "- (no episode ended)"
+                if s["episodes"]:
+                    ended = f"{s['success_rate']:.2f} ({s['episodes']:.0f} episodes)"
+                print(f"t={step * env.step_dt:5.1f}s  {what} {ended}")
                 env.metrics.reset()
 
 
