@@ -80,7 +80,7 @@ def test_tracking_amp_with_body_features_draws_its_expert_pairs_from_the_clips(t
 
     monkeypatch.setattr(MujocoTrackingEnv, "amp_expert_sampler", counted)
     cfg = load_config("tracking_ppo_amp")
-    cfg.runner.num_steps_per_env, cfg.runner.logger, cfg.runner.eval_interval = 8, "none", None
+    cfg.runner.num_steps_per_env, cfg.runner.logger, cfg.runner.eval_interval = 8, "none", 0
     cfg.env.num_envs = 4
     cfg.env.motions = [str(data_dir / "motions/humanoid28/humanoid_walk.npz")]
     cfg.env.amp_features = "body"
