@@ -72,5 +72,6 @@ def test_the_tool_runs_on_a_checkpoint(tmp_path, data_dir):
     report = json.loads(out.read_text())
     assert 0 < report["pairs"] <= 4 * 30
     assert set(report["held_out_accuracy"]) == {*sep.feature_subsets(28), "joint positions + finite difference"}
+    assert set(report["control_held_out_accuracy"]) == set(report["held_out_accuracy"])
     assert all(0.0 <= a <= 1.0 for a in report["held_out_accuracy"].values())
     assert report["clip"]["rms_joint_velocity"] > 0.5  # the walk's joints move

@@ -8,8 +8,10 @@ in the layout of ``mimic_rl.tasks.tracking.amp_features`` (``env.amp_features: b
 the clip (``amp_expert_sampler``), and trains a fresh classifier (one hidden layer of 64, 400 Adam steps) on 70 % of
 them per feature subset: joint positions, joint velocities, the anchor (height, velocities, tilt), the key bodies,
 everything, and the joint positions with the pair's finite-difference velocity. Prints the held-out accuracy of each
-(0.5: the subset cannot tell the policy from the clip; 1.0: it always can), the policy's and the clip's RMS joint
-acceleration, and how far each one's joint velocities are from its pair's finite difference.
+(0.5: the subset cannot tell the policy from the clip; 1.0: it always can), the same for a control (the clip itself
+at the policy's steps, i.e. the reference it tracked, against the clip at uniform times: what the times alone give
+away), the policy's and the clip's RMS joint acceleration, and how far each one's joint velocities are from its
+pair's finite difference.
 
 An AMP discriminator that reaches ~1.0 on every subset gives a style reward that the policy cannot raise by moving
 like the clip in one respect: it is saturated by construction, whatever its R1 weight or learning rate.
@@ -101,9 +103,10 @@ def motion_statistics(prev: torch.Tensor, cur: torch.Tensor, num_joints: int, dt
     }
 
 
-def rollout_pairs(checkpoint: str, num_envs: int, steps: int, seed: int = 0) -> tuple[dict, dict, int, float]:
-    """Policy pairs and as many expert pairs (``prev``, ``cur``) of ``checkpoint`` in the ``body`` layout, the joint
-    count and the policy step (see the module docstring)."""
+def rollout_pairs(checkpoint: str, num_envs: int, steps: int, seed: int = 0) -> tuple[dict, int, float]:
+    """``{"policy", "reference", "expert"}`` pairs ``(prev, cur)`` in the ``body`` layout: the policy's, its
+    reference's at the same steps, and as many expert pairs of the sampler (uniform times); the joint count and the
+    policy step (see the module docstring)."""
     cfg, actor, _ = load_policy(checkpoint)
     env_cfg = copy.deepcopy(cfg.env)
     env_cfg.num_envs, env_cfg.seed, env_cfg.compile = num_envs, seed, False
@@ -114,16 +117,20 @@ def rollout_pairs(checkpoint: str, num_envs: int, steps: int, seed: int = 0) -> 
     torch.manual_seed(seed)
     try:
         policy = ActorPolicy(actor, cfg.obs_groups)
-        obs, prev, cur = env.get_observations(), [], []
+        obs, rows = env.get_observations(), {"prev": [], "cur": [], "ref_prev": [], "ref_cur": []}
         with torch.inference_mode():
             for _ in range(steps):
-                before = obs["amp"].clone()
+                before, ref_before = obs["amp"].clone(), env.amp_clip_features(env.clip_ids, env.obs_time)
                 obs, _, dones, _ = env.step(policy(obs))
-                prev.append(before[~dones])  # a pair across a reset is not a transition
-                cur.append(obs["amp"][~dones])
-            pairs = (torch.cat(prev), torch.cat(cur))
-            expert = env.amp_expert_sampler(int(pairs[0].shape[0]))
-        return pairs, expert, env.num_actions, env.step_dt
+                keep = ~dones  # a pair across a reset is not a transition
+                rows["prev"].append(before[keep])
+                rows["cur"].append(obs["amp"][keep])
+                rows["ref_prev"].append(ref_before[keep])
+                rows["ref_cur"].append(env.amp_clip_features(env.clip_ids, env.obs_time)[keep])
+            cat = {k: torch.cat(v) for k, v in rows.items()}
+            expert = env.amp_expert_sampler(int(cat["prev"].shape[0]))
+        pairs = {"policy": (cat["prev"], cat["cur"]), "reference": (cat["ref_prev"], cat["ref_cur"]), "expert": expert}
+        return pairs, env.num_actions, env.step_dt
     finally:
         env.close()
 
@@ -137,19 +144,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=None, help="JSON file (default: amp_separability.json beside it)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    policy, expert, joints, dt = rollout_pairs(args.checkpoint, args.num_envs, args.steps)
+    pairs, joints, dt = rollout_pairs(args.checkpoint, args.num_envs, args.steps)
+    policy, expert = pairs["policy"], pairs["expert"]
     report = {
         "checkpoint": str(Path(args.checkpoint).resolve()),
         "pairs": int(policy[0].shape[0]),
         "held_out_accuracy": separability(policy, expert, joints, dt),
+        "control_held_out_accuracy": separability(pairs["reference"], expert, joints, dt),
         "policy": motion_statistics(*policy, joints, dt),
         "clip": motion_statistics(*expert, joints, dt),
     }
     out = Path(args.output) if args.output else Path(args.checkpoint).with_name("amp_separability.json")
     out.write_text(json.dumps(report, indent=2))
     print(f"{report['pairs']} policy pairs against as many of the clip; held-out accuracy of a fresh classifier:")
+    print(f"  {'features':38s} policy  control (the clip at the policy's steps)")
     for name, acc in report["held_out_accuracy"].items():
-        print(f"  {name:38s} {acc:.3f}")
+        print(f"  {name:38s} {acc:.3f}   {report['control_held_out_accuracy'][name]:.3f}")
     for who in ("policy", "clip"):
         s = report[who]
         print(

@@ -487,12 +487,13 @@ class MujocoTrackingEnv:
         clips = torch.multinomial(durations / durations.sum(), num, replacement=True)
         span = (durations[clips] - self.step_dt).clamp(min=0.0)
         times = self.step_dt + span * torch.rand(num, device=self.device)
+        return self.amp_clip_features(clips, times - self.step_dt), self.amp_clip_features(clips, times)
+
+    def amp_clip_features(self, clip_ids: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
+        """The ``amp`` group ``[M, F]`` of the clips ``clip_ids`` at ``times`` (s), as the robot's is computed."""
+        state = self.library.state(clip_ids, times, bodies=self._ref_tracked)
         table = {"amp": self._observation_table["amp"]}
-        pairs = []
-        for t in (times - self.step_dt, times):
-            ctx = StepContext(self.library.state(clips, t, bodies=self._ref_tracked), self.tracking_layout)
-            pairs.append(evaluate_observations(table, ctx)["amp"])
-        return pairs[0], pairs[1]
+        return evaluate_observations(table, StepContext(state, self.tracking_layout))["amp"]
 
     def sampling_stats(self) -> dict[str, float]:
         """The adaptive sampler's ``sampler/*`` scalars (``AdaptiveSampler.stats``; {} in other sampling modes), read
