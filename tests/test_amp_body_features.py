@@ -1,7 +1,7 @@
 """The tracking env's AMP state with the body (``env.amp_features: body``): the ``amp`` group against
 ``amp_features`` of the clip computed independently, the joints-only default against the robot's joints, the expert
 pairs the env draws, and a ``tracking_ppo_amp`` run whose discriminator takes its expert pairs from the env's clips
-(``algorithm.amp_cfg.expert_sampler: env``) instead of the reference stream."""
+(``amp_pairs_from_env``) instead of the reference stream."""
 
 from __future__ import annotations
 
@@ -83,8 +83,7 @@ def test_tracking_amp_with_body_features_draws_its_expert_pairs_from_the_clips(t
     cfg.runner.num_steps_per_env, cfg.runner.logger, cfg.runner.eval_interval = 8, "none", 0
     cfg.env.num_envs = 4
     cfg.env.motions = [str(data_dir / "motions/humanoid28/humanoid_walk.npz")]
-    cfg.env.amp_features = "body"
-    cfg.algorithm["amp_cfg"]["expert_sampler"] = "env"
+    cfg.env.amp_features = "body"  # the env's amp_pairs_from_env: AMP takes the env's sampler, not the reference
     cfg.actor.update(hidden_dims=[32])
     cfg.critic.update(hidden_dims=[32])
     runner = OnPolicyRunner(cfg, log_dir=tmp_path)

@@ -64,7 +64,7 @@ class AmpConfig:
     expert_sampler: Callback = None
     """``f(num) -> (prev, cur)`` expert pairs; ``"env"``: the env's ``amp_expert_sampler``. Given, it replaces the
     reference stream's pairs; default: the reference stream's pairs, or the env's sampler where the actor reads no
-    reference."""
+    reference or the env's ``amp_pairs_from_env`` says that its ``amp`` group is not in the reference's layout."""
     reference_groups: tuple[str | None, ...] | None = None
     """The ``(reference, mask)`` groups of stored observations whose pairs are the expert's (the seed storage's own
     pairs); MMPPO uses the groups the actor reads."""
@@ -140,7 +140,8 @@ class AMP(Extension):
     # ------------------------------------------------------------------ construction from a config
     @classmethod
     def prepare(cls, cfg: AmpConfig, obs: TensorDictBase, env: Any, obs_groups: Any) -> AmpConfig:
-        """The env's expert sampler when the actor reads no reference, and ``num_features`` from the extractor."""
+        """The env's expert sampler when the actor reads no reference or the env asks for it (``amp_pairs_from_env``),
+        and ``num_features`` from the extractor."""
         if cfg.expert_sampler == "env":
             if not hasattr(env, "amp_expert_sampler"):
                 raise ConfigError(
@@ -148,8 +149,9 @@ class AMP(Extension):
                     "remove it to use the reference stream's pairs"
                 )
             cfg = replace(cfg, expert_sampler=env.amp_expert_sampler)
-        if obs_groups.actor_reference is None and not cfg.expert_sampler and hasattr(env, "amp_expert_sampler"):
-            cfg = replace(cfg, expert_sampler=env.amp_expert_sampler)  # no reference stream: pairs from the env
+        own_pairs = obs_groups.actor_reference is None or getattr(env, "amp_pairs_from_env", False)
+        if own_pairs and not cfg.expert_sampler and hasattr(env, "amp_expert_sampler"):
+            cfg = replace(cfg, expert_sampler=env.amp_expert_sampler)  # no reference stream, or not in the amp layout
         if cfg.num_features is None:
             try:
                 groups = (*obs_groups.stored(), *cls.stored_groups(obs, obs_groups))

@@ -73,7 +73,7 @@ class TrackingEnvConfig:
     whose expert pairs are the reference observation's (``amp_reference_extractor``); ``body``, also the anchor's
     height, velocities and tilt and the end effectors' positions in its heading frame
     (``mimic_rl.tasks.tracking.amp_features``), whose expert pairs the env draws from its clips
-    (``amp_expert_sampler``; ``algorithm.amp_cfg.expert_sampler: env``)."""
+    (``amp_expert_sampler``, which AMP then uses instead of the reference observation)."""
     quality_metrics: bool = False
     """Measure how the robot moves (foot sliding, joint jerk, torque, power, ground penetration) each step, for the
     evaluation (``mimic_rl.tasks.tracking.quality``; ``mimic-rl eval`` turns it on): adds MuJoCo sensors, no physics.

@@ -480,6 +480,12 @@ class MujocoTrackingEnv:
         delay = interval[0] + (interval[1] - interval[0]) * torch.rand(k, generator=self._gen)
         self._push_timer[due] = delay.to(self.device)
 
+    @property
+    def amp_pairs_from_env(self) -> bool:
+        """AMP's expert pairs come from ``amp_expert_sampler``, not from the reference observation, whose layout is
+        the ``joints`` one (``env.amp_features: body``)."""
+        return self.cfg.amp_features != "joints"
+
     def amp_expert_sampler(self, num: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``num`` expert pairs ``(amp at t - dt, amp at t)``: the ``amp`` group of the clips' states at uniformly
         random times, one policy step apart (clips drawn in proportion to their durations)."""
