@@ -96,6 +96,18 @@ def amp_section(clip: Any, jobs: list[Any], runs: Path, plotted: bool) -> list[s
     return [*lines, ""]
 
 
+def amp_settings() -> str:
+    """The settings of ``configs/tracking_ppo_amp.yaml`` that its ablations vary, as the report names them."""
+    from mimic_rl.config import load_config
+
+    cfg = load_config("tracking_ppo_amp")
+    amp = cfg.algorithm["amp_cfg"]
+    return (
+        f"`style_weight: {amp['style_weight']}`, `env.amp_features: {cfg.env.amp_features}`, "
+        f"R1 weight {amp['gradient_penalty_coef']}"
+    )
+
+
 def verdict(means: dict[str, dict[str, Any]]) -> list[str]:
     """Issue 34's numbers: AMP's success within 0.05 of PPO, root MPJPE within 10 %, foot sliding or jerk -15 %."""
     if len(means) < 2:
@@ -328,9 +340,9 @@ def write_report(jobs: list[Any], runs: Path, output: Path, machine: str) -> Non
         "",
         "## Tracking: `tracking_ppo` against `tracking_ppo_amp`",
         "",
-        "`tracking_ppo_amp` as configured (`style_weight: 0.02`). Other style weights (0.1 on three walk seeds and on "
-        "`B_HandsUp`, 0.3) and why none meets issue 34's bar yet: "
-        "[ablations.md](ablations.md#what-amp-buys-on-tracking-the-style-reward-weight-issue-34).",
+        f"`tracking_ppo_amp` as configured ({amp_settings()}). The other settings tried (style weights, the "
+        "discriminator's features and R1 weight) and what limits AMP here: "
+        "[ablations.md](ablations.md#what-amp-buys-on-tracking-issue-34).",
         "",
     ]
     clips = list({j.clip.key: j.clip for j in jobs if j.config != "amp_walk"}.values())
