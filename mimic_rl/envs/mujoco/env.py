@@ -24,6 +24,7 @@ from tensordict import TensorDict
 
 from mimic_rl.envs.common.reference_state import ReferenceStateInit
 from mimic_rl.envs.common.sensor_model import ActionDelay, SensorChannels
+from mimic_rl.envs.mujoco.amp_expert import AmpExpert
 from mimic_rl.envs.mujoco.config import InitNoise, TrackingEnvConfig
 from mimic_rl.envs.mujoco.env_state import env_state_dict, load_env_state
 from mimic_rl.envs.mujoco.physics import BatchedPhysics
@@ -32,11 +33,9 @@ from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, joint_tables, 
 from mimic_rl.errors import ConfigError, TrainingDiverged
 from mimic_rl.motion import BodyState, MotionClip, MotionLibrary, expand_motion_paths
 from mimic_rl.tasks.tracking import (
-    StepContext,
     TrackingLayout,
     TrackingMetrics,
     clip_ends,
-    evaluate_observations,
     observation_groups,
     observation_terms,
     step_evaluation,
@@ -58,7 +57,7 @@ def amp_reference_extractor(pair: tuple[torch.Tensor, torch.Tensor]) -> tuple[to
     return reference[..., 0, :width], mask
 
 
-class MujocoTrackingEnv:
+class MujocoTrackingEnv(AmpExpert):
     """rsl_rl-compatible vectorized env (``num_envs``, ``num_actions``, ``max_episode_length``, ``step``, ...)."""
 
     def __init__(
@@ -479,27 +478,6 @@ class MujocoTrackingEnv:
         interval = self.cfg.randomization.push_interval_s
         delay = interval[0] + (interval[1] - interval[0]) * torch.rand(k, generator=self._gen)
         self._push_timer[due] = delay.to(self.device)
-
-    @property
-    def amp_pairs_from_env(self) -> bool:
-        """AMP's expert pairs come from ``amp_expert_sampler``, not from the reference observation, whose layout is
-        the ``joints`` one (``env.amp_features: body``)."""
-        return self.cfg.amp_features != "joints"
-
-    def amp_expert_sampler(self, num: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``num`` expert pairs ``(amp at t - dt, amp at t)``: the ``amp`` group of the clips' states at uniformly
-        random times, one policy step apart (clips drawn in proportion to their durations)."""
-        durations = self.library.clip_duration
-        clips = torch.multinomial(durations / durations.sum(), num, replacement=True)
-        span = (durations[clips] - self.step_dt).clamp(min=0.0)
-        times = self.step_dt + span * torch.rand(num, device=self.device)
-        return self.amp_clip_features(clips, times - self.step_dt), self.amp_clip_features(clips, times)
-
-    def amp_clip_features(self, clip_ids: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
-        """The ``amp`` group ``[M, F]`` of the clips ``clip_ids`` at ``times`` (s), as the robot's is computed."""
-        state = self.library.state(clip_ids, times, bodies=self._ref_tracked)
-        table = {"amp": self._observation_table["amp"]}
-        return evaluate_observations(table, StepContext(state, self.tracking_layout))["amp"]
 
     def sampling_stats(self) -> dict[str, float]:
         """The adaptive sampler's ``sampler/*`` scalars (``AdaptiveSampler.stats``; {} in other sampling modes), read
