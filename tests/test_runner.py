@@ -255,7 +255,7 @@ def _amp_runner(tmp_path, data_dir, style_weight: float) -> tuple[OnPolicyRunner
     """A tiny ``tracking_ppo_amp`` run on the walk and the task rewards its env hands out (recorded per step)."""
     cfg = load_config("tracking_ppo_amp")
     cfg.runner.num_steps_per_env, cfg.runner.logger, cfg.runner.time_budget_s = 8, "none", None
-    cfg.runner.eval_interval = None
+    cfg.runner.eval_interval = 0
     cfg.env.num_envs = 4
     cfg.env.motions = [str(data_dir / "motions/humanoid28/humanoid_walk.npz")]
     cfg.actor.update(hidden_dims=[32])
