@@ -59,6 +59,11 @@ def test_a_short_clip_beside_a_long_one_keeps_its_share_of_the_starts_and_both_a
     for MuJoCo below 4), ``rate`` on seed 0 keeps the dash at 0.41-0.42 of the starts but tracks stop-and-go only at
     200 iterations (0.34 / 1.00 at 120, 0.31 / 0.94 at 160, 0.97 / 1.00 at 200). So the ``rate`` arm, like
     ``test_root_following``'s defaults, is evaluated at 120, 160 and 200 iterations and stops at the first that passes.
+
+    The code whose CI passed just before, in a fresh install here (MuJoCo 3.17.0, torch 2.13.0, numpy 2.4.6; the
+    host's or a package's float rounding), gave ``weights`` on seed 0 a share of 0.113 (1.00 / 0.25): near the dash's
+    share of the clips' duration (0.94 s of 7.34 s: 0.128). So the ``weights`` arm asserts the share below 0.2, the
+    ``rate`` arm's floor: every ``weights`` run seen is at 0.055-0.113, every ``rate`` run at 0.30-0.42.
     """
     clips = [stop_and_go_clip(), reverse_dash_clip()]
     motions = [save_motion(clip, tmp_path / f"{i}.npz") for i, clip in enumerate(clips)]
@@ -89,4 +94,4 @@ def test_a_short_clip_beside_a_long_one_keeps_its_share_of_the_starts_and_both_a
             summaries
         )
     else:
-        assert summaries[-1]["dash share"] < 0.1, summaries
+        assert summaries[-1]["dash share"] < 0.2, summaries  # rate keeps it above 0.2
