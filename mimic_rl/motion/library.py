@@ -8,6 +8,7 @@ rotations; at a frame time the frame is returned exactly.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -22,6 +23,26 @@ __all__ = ["SAMPLING_MODES", "MotionLibrary"]
 SAMPLING_MODES = ("start", "uniform", "adaptive")
 
 
+def _check_clips(clips: Sequence[MotionClip], loop_mode: str | None) -> None:
+    """Clips a library can hold together: at least one, each valid, all with the first one's joints and bodies."""
+    if not clips:
+        raise ValueError("MotionLibrary needs at least one clip")
+    first = clips[0]
+    for clip in clips:
+        clip.validate()
+        where = clip.metadata.get("source", "<memory>")
+        if clip.joint_names != first.joint_names:
+            raise MotionFormatError(
+                f"{where}: joint_names: expected {first.joint_names} (as the first clip), found {clip.joint_names}"
+            )
+        if clip.body_names != first.body_names:
+            raise MotionFormatError(
+                f"{where}: body_names: expected {first.body_names} (as the first clip), found {clip.body_names}"
+            )
+    if loop_mode is not None and loop_mode not in LOOP_MODES:
+        raise ValueError(f"loop_mode must be one of {LOOP_MODES}, got {loop_mode!r}")
+
+
 class MotionLibrary:
     """Clips with identical joint and body names, concatenated; vectorized sampling and interpolation."""
 
@@ -33,47 +54,24 @@ class MotionLibrary:
         loop_mode: str | None = None,
         adaptive: AdaptiveSamplingConfig | None = None,
     ) -> None:
-        if not clips:
-            raise ValueError("MotionLibrary needs at least one clip")
+        _check_clips(clips, loop_mode)
         self.device = torch.device(device)
-        first = clips[0]
-        for clip in clips:
-            clip.validate()
-            where = clip.metadata.get("source", "<memory>")
-            if clip.joint_names != first.joint_names:
-                raise MotionFormatError(
-                    f"{where}: joint_names: expected {first.joint_names} (as the first clip), found {clip.joint_names}"
-                )
-            if clip.body_names != first.body_names:
-                raise MotionFormatError(
-                    f"{where}: body_names: expected {first.body_names} (as the first clip), found {clip.body_names}"
-                )
-        if loop_mode is not None and loop_mode not in LOOP_MODES:
-            raise ValueError(f"loop_mode must be one of {LOOP_MODES}, got {loop_mode!r}")
         self.clips = list(clips)
-        self.joint_names = list(first.joint_names)
-        self.body_names = list(first.body_names)
-        dev = self.device
+        self.joint_names = list(clips[0].joint_names)
+        self.body_names = list(clips[0].body_names)
+        self._build_frame_table()
+        self._build_clip_tables(loop_mode)
+        w = torch.ones(len(clips)) if weights is None else torch.as_tensor(weights, dtype=torch.float32)
+        if w.shape != (len(clips),) or not bool(torch.isfinite(w).all()) or bool((w < 0).any()) or float(w.sum()) <= 0:
+            raise ValueError(f"weights: expected {len(clips)} non-negative numbers with a positive sum, got {weights}")
+        self.clip_weights = w.to(self.device)
+        self.adaptive = AdaptiveSampler(self.clip_duration, self.clip_weights, adaptive)
 
-        def cat(name: str) -> torch.Tensor:
-            return torch.cat([torch.from_numpy(getattr(c, name)) for c in clips]).to(dev)
-
-        # All fields of a frame side by side in one row, so that interpolation is one gather per end point.
+    def _build_frame_table(self) -> None:
+        """Every frame of every clip as one row of all its fields side by side (interpolation: one gather per end
+        point), with ``[F, ...]`` views per field, e.g. ``library.body_pos_w``."""
+        first = self.clips[0]
         j, b = first.num_joints, first.num_bodies
-        widths = {
-            "joint_pos": j,
-            "joint_vel": j,
-            "body_pos_w": 3 * b,
-            "body_quat_w": 4 * b,
-            "body_lin_vel_w": 3 * b,
-            "body_ang_vel_w": 3 * b,
-        }
-        self._frames = torch.cat([cat(name).reshape(-1, w) for name, w in widths.items()], dim=1)
-        self._columns: dict[str, slice] = {}
-        start = 0
-        for name, w in widths.items():
-            self._columns[name] = slice(start, start + w)
-            start += w
         self._shapes = {
             "joint_pos": (j,),
             "joint_vel": (j,),
@@ -82,15 +80,27 @@ class MotionLibrary:
             "body_lin_vel_w": (b, 3),
             "body_ang_vel_w": (b, 3),
         }
+        widths = {name: math.prod(shape) for name, shape in self._shapes.items()}
+        parts = [torch.cat([torch.from_numpy(getattr(c, name)) for c in self.clips]) for name in widths]
+        self._frames = torch.cat([p.reshape(-1, w) for p, w in zip(parts, widths.values())], dim=1).to(self.device)
+        self._columns: dict[str, slice] = {}
+        start = 0
+        for name, w in widths.items():
+            self._columns[name] = slice(start, start + w)
+            start += w
         self._subsets: dict[tuple[int, ...], tuple[torch.Tensor, dict[str, slice], dict[str, tuple]]] = {}
-        for name in widths:  # [F, ...] views, e.g. library.body_pos_w
+        for name in widths:
             setattr(self, name, self._frames[:, self._columns[name]].view(-1, *self._shapes[name]))
-        frames = torch.tensor([c.num_frames for c in clips], dtype=torch.long)
+
+    def _build_clip_tables(self, loop_mode: str | None) -> None:
+        """Per clip: frame count, first row, fps, duration, whether it wraps, and ``_frame_index``'s one-row table."""
+        dev = self.device
+        frames = torch.tensor([c.num_frames for c in self.clips], dtype=torch.long)
         self.clip_frames = frames.to(dev)
         self.clip_start = (torch.cumsum(frames, 0) - frames).to(dev)
-        self.clip_fps = torch.tensor([c.fps for c in clips], dtype=torch.float64, device=dev)
+        self.clip_fps = torch.tensor([c.fps for c in self.clips], dtype=torch.float64, device=dev)
         self.clip_duration = ((frames.to(torch.float64).to(dev) - 1) / self.clip_fps).to(torch.float32)
-        modes = [loop_mode or c.loop_mode for c in clips]
+        modes = [loop_mode or c.loop_mode for c in self.clips]
         self.clip_wrap = torch.tensor([m == "wrap" for m in modes], dtype=torch.bool, device=dev)
         # what _frame_index reads of a clip, in one float64 row (one gather per call, not six): duration, the
         # remainder's period, fps, whether it wraps, the last frame and the first row in the frame table
@@ -106,11 +116,6 @@ class MotionLibrary:
             dim=-1,
         )
         self._any_wrap = bool(self.clip_wrap.any())
-        w = torch.ones(len(clips)) if weights is None else torch.as_tensor(weights, dtype=torch.float32)
-        if w.shape != (len(clips),) or not bool(torch.isfinite(w).all()) or bool((w < 0).any()) or float(w.sum()) <= 0:
-            raise ValueError(f"weights: expected {len(clips)} non-negative numbers with a positive sum, got {weights}")
-        self.clip_weights = w.to(dev)
-        self.adaptive = AdaptiveSampler(self.clip_duration, self.clip_weights, adaptive)
 
     @property
     def num_clips(self) -> int:
