@@ -1,15 +1,20 @@
-"""tools/clip_contacts.py: a foot that sinks and skates by known amounts is measured as such (hand-built clips)."""
+"""mimic_rl.motion.contacts (and tools/clip_contacts.py on it): a foot that floats, sinks and skates by known amounts is
+measured as such (hand-built clips), a clip whose feet skate or float is said on loading, and pinning plants the feet.
+"""
 
 from __future__ import annotations
 
+import re
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mimic_rl.envs.mujoco.robots import humanoid28_config
+from mimic_rl.envs.mujoco.robots import g1_config, humanoid28_config
 from mimic_rl.motion import SyntheticMotionConfig, synthetic_clip
+from mimic_rl.motion.contacts import FLOAT_WARN_M, SKATE_WARN_M_S, foot_contacts, foot_warnings, pin_feet
 from mimic_rl.motion.formats import clip_from_root_and_joints, save_motion
 from mimic_rl.motion.kinematics import RobotKinematics
 
@@ -17,13 +22,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from clip_contacts import clip_contacts, pinned_clip
 
 
-def _dragged(tmp_path, speed: float, sink: float):
-    kin = RobotKinematics(humanoid28_config().mjcf)
+def _moved(kin: RobotKinematics, speed: float, sink: float):
+    """A standing clip (every joint at 0, soles grounded by ``kin.lowest_point``), dragged forward at ``speed`` and
+    moved down by ``sink``; and the standing clip."""
     stand = synthetic_clip(kin, SyntheticMotionConfig(duration=2.0, fps=30.0, amplitude=0.0))
     root = stand.body_pos_w[:, 0].astype(np.float64).copy()
     root[:, 0] += speed * np.arange(len(root)) / stand.fps
     root[:, 2] -= sink
-    clip = clip_from_root_and_joints(kin, root, stand.body_quat_w[:, 0], stand.joint_pos, stand.fps)
+    return clip_from_root_and_joints(kin, root, stand.body_quat_w[:, 0], stand.joint_pos, stand.fps), stand
+
+
+def _dragged(tmp_path, speed: float, sink: float):
+    clip, stand = _moved(RobotKinematics(humanoid28_config().mjcf), speed, sink)
     return save_motion(clip, tmp_path / "dragged.npz"), stand
 
 
@@ -35,13 +45,27 @@ def test_a_standing_clip_dragged_and_sunk_reads_its_speed_and_depth(tmp_path, sp
     ``sink``, so every point of a sole moves at ``speed`` ``sink`` under the floor."""
     path, _ = _dragged(tmp_path, speed, sink)
     stats = clip_contacts(str(path), "humanoid28", None, None, contact=0.015)
-    assert stats["root_speed"] == pytest.approx(speed, abs=1e-6)
-    assert stats["deepest_mm"] == pytest.approx(1000 * sink, abs=0.5)  # the synthetic clip grounds the soles at 0
-    assert stats["lowest_median_mm"] == pytest.approx(-1000 * sink, abs=0.5)
-    assert stats["sunk_share"] == (1.0 if sink > 0.005 else 0.0)
-    assert stats["on_floor_share"] == 1.0
-    assert stats["skate_median"] == pytest.approx(speed, abs=1e-6)
-    assert stats["skate_p90"] == pytest.approx(speed, abs=1e-6)
+    assert stats.root_speed == pytest.approx(speed, abs=1e-6)
+    assert stats.deepest == pytest.approx(sink, abs=5e-4)  # the synthetic clip grounds the soles at 0
+    assert stats.lowest_median == pytest.approx(-sink, abs=5e-4)
+    assert stats.sunk_share == (1.0 if sink > 0.005 else 0.0)
+    assert stats.on_floor_share == 1.0
+    assert stats.skate_median == pytest.approx(speed, abs=1e-6)
+    assert stats.skate_p90 == pytest.approx(speed, abs=1e-6)
+
+
+def test_a_g1_standing_on_its_capsule_soles_is_on_the_floor(data_dir):
+    """Breakage caught: the capsules' radius not taken off (MuJoCo's geom-type enum is not found by ``in`` in a tuple
+    of enums: an earlier version of the tool read every G1 clip 10 mm too high, the radius of its sole capsules). The
+    reference is ``RobotKinematics.lowest_point``, which grounds the synthetic clip by its own exact per-geom formula
+    (on the collision geoms: it once counted the G1's visual foot meshes, whose bounding boxes reach 17 mm lower)."""
+    cfg = g1_config(data_dir / "robots/unitree_g1/g1.xml")
+    kin = RobotKinematics(cfg.mjcf)
+    for lift in (0.0, 0.05):
+        clip, _ = _moved(kin, 0.0, -lift)
+        stats = foot_contacts(kin, clip, cfg.feet)
+        assert stats.lowest_median == pytest.approx(lift, abs=1e-5)
+        assert stats.on_floor_share == (1.0 if lift == 0.0 else 0.0)
 
 
 def test_pinning_the_feet_of_a_dragged_sunk_clip_gives_back_the_standing_clip(tmp_path):
@@ -55,4 +79,37 @@ def test_pinning_the_feet_of_a_dragged_sunk_clip_gives_back_the_standing_clip(tm
     np.testing.assert_allclose(pinned.body_pos_w, stand.body_pos_w, atol=1e-6)  # every body back where it stood
     np.testing.assert_allclose(pinned.body_lin_vel_w, 0.0, atol=1e-6)
     stats = clip_contacts(str(save_motion(pinned, tmp_path / "pinned.npz")), "humanoid28", None, None, contact=0.015)
-    assert stats["skate_median"] == pytest.approx(0.0, abs=1e-6) and stats["deepest_mm"] == pytest.approx(0.0, abs=0.5)
+    assert stats.skate_median == pytest.approx(0.0, abs=1e-6) and stats.deepest == pytest.approx(0.0, abs=5e-4)
+
+
+def test_pinning_a_g1_clip_keeps_its_capsule_soles_on_the_floor(data_dir):
+    """Breakage caught: pinning that reads the soles without their radius lifts a grounded G1 clip by 10 mm."""
+    cfg = g1_config(data_dir / "robots/unitree_g1/g1.xml")
+    kin = RobotKinematics(cfg.mjcf)
+    clip, stand = _moved(kin, 0.3, 0.0)
+    pinned = pin_feet(kin, clip, cfg.feet)
+    np.testing.assert_allclose(pinned.body_pos_w, stand.body_pos_w, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("speed", "lift", "said"),
+    [(0.0, 0.0, []), (0.45, 0.0, ["skate: .* 0.45 m/s"]), (0.0, 0.06, ["float: .* 60 mm"])],
+)
+def test_a_clip_whose_feet_skate_or_float_is_said_on_loading(tmp_path, speed, lift, said):
+    """Breakage caught: no warning for a clip that a robot cannot follow for its feet (or one for a clean clip), the
+    wrong number in it, the warning not reaching a user who loads the clip for the embedded env. The thresholds sit
+    between the clips measured (``SKATE_WARN_M_S`` between humanoid28's walk, 0.18 m/s and tracked, and its run, 0.53
+    and not tracked as given; ``FLOAT_WARN_M`` between the walk's 22 mm and G1 ``M_Move8``'s 58 mm)."""
+    assert 0.18 < SKATE_WARN_M_S < 0.45 and 0.022 < FLOAT_WARN_M < 0.058
+    clip, _ = _moved(RobotKinematics(humanoid28_config().mjcf), speed, -lift)
+    path = save_motion(clip, tmp_path / "clip.npz")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        humanoid28_config().load_clip(path)
+    lines = [str(w.message) for w in caught if "the clip's feet" in str(w.message)]
+    assert len(lines) == len(said)
+    for line, pattern in zip(lines, said, strict=True):
+        assert line.startswith(f"{path}: the clip's feet ")
+        assert re.search(pattern, line), line
+    kin = RobotKinematics(humanoid28_config().mjcf)
+    assert len(foot_warnings("x", foot_contacts(kin, clip, humanoid28_config().feet))) == len(said)

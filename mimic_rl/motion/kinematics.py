@@ -143,9 +143,10 @@ class RobotKinematics:
         """Per frame, the lowest z of the collision geometry of ``bodies`` (default: every body), ``[T]``."""
         m, d = self.model, self.data
         body_ids = range(1, m.nbody) if bodies is None else [m.body(name).id for name in bodies]
-        geoms = [g for g in range(m.ngeom) if m.geom_bodyid[g] in set(body_ids)]
+        colliding = (m.geom_contype != 0) | (m.geom_conaffinity != 0)  # visual geoms (a mesh's box) do not touch
+        geoms = [g for g in range(m.ngeom) if m.geom_bodyid[g] in set(body_ids) and colliding[g]]
         if not geoms:
-            raise ValueError(f"{self.source}: bodies {bodies} have no geometry to put on the ground")
+            raise ValueError(f"{self.source}: bodies {bodies} have no collision geometry to put on the ground")
         out = np.empty(root_pos.shape[0])
         for t, q in enumerate(self._qpos(root_pos, root_quat, joint_pos)):
             mj_kinematics(m, d, q)

@@ -9,6 +9,7 @@ path from the user, actuator facts from Unitree's motor specs as mjlab uses them
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from mimic_rl.envs.common.robots import G1_ACTUATORS, G1_END_EFFECTORS, G1_HOME_
 from mimic_rl.envs.mujoco.quality_sensors import add_quality_sensors
 from mimic_rl.errors import ConfigError
 from mimic_rl.motion import MotionClip, MotionFormatError, RobotKinematics, detect_format, load_motion
+from mimic_rl.motion.contacts import foot_contacts, foot_warnings
 
 __all__ = [
     "SENSOR_KINDS",
@@ -64,7 +66,8 @@ class RobotConfig:
     """``"hinge"``: clips already use the model's joints; ``"humanoid28_amp"``: convert Isaac Lab humanoid_amp clips."""
 
     def load_clip(self, path: str | Path, csv_fps: float | None = None) -> MotionClip:
-        """Load a motion file for this robot (format by content; converted to the model's joint convention)."""
+        """Load a motion file for this robot (format by content; converted to the model's joint convention), with a
+        warning if its feet float or skate (``mimic_rl.motion.contacts.foot_warnings``)."""
         kin = RobotKinematics(self.mjcf)
         if self.clip_convention == "humanoid28_amp":
             from mimic_rl.envs.mujoco.humanoid28 import convert_clip
@@ -75,8 +78,16 @@ class RobotConfig:
                     "found a BeyondMimic/mjlab npz without joint names, i.e. a motion of another robot; for a G1 "
                     "motion pass --robot g1 --robot-mjcf <g1.xml>"
                 )
-            return convert_clip(load_motion(path, csv_fps=csv_fps), kin)
-        return load_motion(path, robot=kin, csv_fps=csv_fps)
+            clip = convert_clip(load_motion(path, csv_fps=csv_fps), kin)
+        else:
+            clip = load_motion(path, robot=kin, csv_fps=csv_fps)
+        try:
+            said = foot_warnings(str(path), foot_contacts(kin, clip, self.feet)) if self.feet else []
+        except ValueError:  # feet without collision geoms, or not bodies of the clip: nothing to check them by
+            said = []
+        for line in said:
+            warnings.warn(line, UserWarning, stacklevel=2)
+        return clip
 
 
 def humanoid28_config() -> RobotConfig:
