@@ -73,17 +73,21 @@ def mimic_g1_env_cfg(amp: bool = False, play: bool = False) -> Any:
     """The env config of ``MimicRL-Tracking-G1`` (``amp``: the ``-AMP`` variant; ``play``: evaluation, episodes from
     the clips' start). Set the robot's ``usd_path`` and the command's ``motions`` and ``robot_mjcf`` before building
     it (``mimic_rl.envs.isaaclab.env.isaaclab_env_config`` does)."""
-    import isaaclab.envs.mdp as mdp
+    cfg = _g1_env_cfg_class()()
+    _set_g1_managers(cfg, amp, play)
+    return cfg
+
+
+def _g1_env_cfg_class() -> Any:
+    """The env's configclass: simulation (Newton's MuJoCo-Warp solver, 200 Hz physics, 50 Hz control), a flat ground
+    and the G1; its managers are left empty for ``_set_g1_managers``."""
     import isaaclab.sim as sim_utils
     from isaaclab.envs import ManagerBasedRLEnvCfg
-    from isaaclab.managers import ObservationGroupCfg, ObservationTermCfg, RewardTermCfg, TerminationTermCfg
     from isaaclab.scene import InteractiveSceneCfg
     from isaaclab.terrains import TerrainImporterCfg
     from isaaclab.utils import configclass
     from isaaclab_newton.physics import MJWarpSolverCfg, NewtonCfg
     from isaaclab_tasks.utils import PresetCfg
-
-    from mimic_rl.envs.isaaclab.command import IsaacLabMotionCommandCfg
 
     @configclass
     class MimicPhysicsCfg(PresetCfg):
@@ -103,15 +107,6 @@ def mimic_g1_env_cfg(amp: bool = False, play: bool = False) -> Any:
         )
         robot = g1_articulation()
 
-    def group(name: str) -> Any:
-        params = {"command_name": COMMAND, "group": name}
-        cfg = ObservationGroupCfg(concatenate_terms=True, enable_corruption=False)
-        setattr(cfg, name, ObservationTermCfg(func=observation_group, params=params))  # the group is one term
-        return cfg
-
-    groups = ["policy", "reference", "critic", *(["amp"] if amp else [])]
-    params = {"command_name": COMMAND}
-
     @configclass
     class EnvCfg(ManagerBasedRLEnvCfg):
         scene: SceneCfg = SceneCfg(num_envs=64, env_spacing=3.0)
@@ -128,11 +123,31 @@ def mimic_g1_env_cfg(amp: bool = False, play: bool = False) -> Any:
             self.sim.dt = 0.005
             self.sim.physics = MimicPhysicsCfg()
 
+    return EnvCfg
+
+
+def _set_g1_managers(cfg: Any, amp: bool, play: bool) -> None:
+    """Fill ``cfg``'s managers: the motion command, joint-position actions around the default pose, one observation
+    term per group (``policy``, ``reference``, ``critic`` and, with ``amp``, ``amp``), the tracking reward, the
+    tracking terminations and the time-out, no events."""
+    import isaaclab.envs.mdp as mdp
+    from isaaclab.managers import ObservationGroupCfg, ObservationTermCfg, RewardTermCfg, TerminationTermCfg
+    from isaaclab.utils import configclass
+
+    from mimic_rl.envs.isaaclab.command import IsaacLabMotionCommandCfg
+
+    def group(name: str) -> Any:
+        params = {"command_name": COMMAND, "group": name}
+        group_cfg = ObservationGroupCfg(concatenate_terms=True, enable_corruption=False)
+        setattr(group_cfg, name, ObservationTermCfg(func=observation_group, params=params))  # the group is one term
+        return group_cfg
+
     def terms(name: str, **items: Any) -> Any:
         """A manager's config: a configclass with one attribute per term (Isaac Lab's managers read attributes)."""
         return configclass(type(name, (), {"__annotations__": dict.fromkeys(items, Any), **items}))()
 
-    cfg = EnvCfg()
+    groups = ["policy", "reference", "critic", *(["amp"] if amp else [])]
+    params = {"command_name": COMMAND}
     cfg.commands = terms(
         "CommandsCfg", **{COMMAND: IsaacLabMotionCommandCfg(sampling_mode="start" if play else "adaptive")}
     )
@@ -150,7 +165,6 @@ def mimic_g1_env_cfg(amp: bool = False, play: bool = False) -> Any:
         time_out=TerminationTermCfg(func=tracking_time_out, params=params, time_out=True),
     )
     cfg.events = terms("EventsCfg")
-    return cfg
 
 
 def _rl_cfg() -> Any:
