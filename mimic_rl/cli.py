@@ -324,11 +324,19 @@ def _one_line(message: str) -> int:
     return 2
 
 
+_SHOWN: set[str] = set()
+"""The warning lines this process has printed."""
+
+
 def _show_warning(
     message: Warning | str, category: type, filename: str, lineno: int, file: Any = None, line: Any = None
 ) -> None:
-    """Warnings as one line each (``warning: <message>``), like errors."""
-    print(f"warning: {' '.join(str(message).split())}", file=sys.stderr if file is None else file)
+    """Warnings as one line each (``warning: <message>``), like errors; a line already printed is not printed again
+    (a run's training env and its evaluation env load the same clips, and say the same of them)."""
+    text = f"warning: {' '.join(str(message).split())}"
+    if text not in _SHOWN:
+        _SHOWN.add(text)
+        print(text, file=sys.stderr if file is None else file)
 
 
 def main(argv: list[str] | None = None) -> int:

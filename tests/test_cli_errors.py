@@ -137,3 +137,15 @@ def test_a_failed_start_leaves_no_files_behind(tmp_path, corpus):
     assert main(argv) == 2
     assert sorted(p.name for p in (tmp_path / "copy").iterdir()) == before
     assert (tmp_path / "copy" / "config.yaml").read_text() == config
+
+
+def test_a_warning_line_is_printed_once_per_process(capsys):
+    """Breakage caught: the same warning printed once per env that loads a clip (a run's training env and its
+    evaluation env both load every clip), or distinct warnings swallowed with the repeats."""
+    from mimic_rl import cli
+
+    cli._show_warning(UserWarning("test_cli_errors.npz: said   twice"), UserWarning, "env.py", 1)
+    cli._show_warning(UserWarning("test_cli_errors.npz: said\ntwice"), UserWarning, "evaluation.py", 2)
+    cli._show_warning(UserWarning("test_cli_errors.npz: said once"), UserWarning, "env.py", 1)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["warning: test_cli_errors.npz: said twice", "warning: test_cli_errors.npz: said once"]
