@@ -113,3 +113,19 @@ def test_a_clip_whose_feet_skate_or_float_is_said_on_loading(tmp_path, speed, li
         assert re.search(pattern, line), line
     kin = RobotKinematics(humanoid28_config().mjcf)
     assert len(foot_warnings("x", foot_contacts(kin, clip, humanoid28_config().feet))) == len(said)
+
+
+def test_the_loader_of_the_mjlab_and_isaaclab_tasks_says_it_too(tmp_path, data_dir):
+    """Breakage caught: the warning only on the embedded backend, while clips for mjlab and Isaac Lab (where users
+    train at scale) load through ``tracking_command.load_clips``; or the G1 feet it checks by default wrong."""
+    from mimic_rl.envs.common.tracking_command import TrackingCommandSettings, load_clips
+
+    kin = RobotKinematics(g1_config(data_dir / "robots/unitree_g1/g1.xml").mjcf)
+    clip, _ = _moved(kin, 0.0, -0.06)
+    path = save_motion(clip, tmp_path / "floating.npz")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_clips([str(path)], None, kin, TrackingCommandSettings().feet)
+        load_clips([str(path)], None, kin)  # no feet named: nothing to check
+    lines = [str(w.message) for w in caught if "the clip's feet" in str(w.message)]
+    assert len(lines) == 1 and re.search(r"float: .* 60 mm above the floor", lines[0]), lines

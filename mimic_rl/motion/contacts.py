@@ -13,6 +13,7 @@ first frame starts in the air. ``docs/ablations.md`` has what both did to traini
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ __all__ = [
     "foot_points",
     "foot_warnings",
     "pin_feet",
+    "warn_about_feet",
 ]
 
 CONTACT_M = 0.015
@@ -170,6 +172,17 @@ def foot_warnings(name: str, stats: FootContacts) -> list[str]:
             "`python tools/clip_contacts.py CLIP --pin-feet DIR` writes a copy with its feet planted"
         )
     return out
+
+
+def warn_about_feet(name: str, kin: RobotKinematics, clip: MotionClip, feet: Sequence[str]) -> None:
+    """Warn (``UserWarning``) each line of ``foot_warnings`` for a clip just loaded; nothing when ``feet`` is empty
+    or cannot be measured (not bodies of the clip, or without collision geoms)."""
+    try:
+        said = foot_warnings(name, foot_contacts(kin, clip, feet)) if feet else []
+    except ValueError:
+        said = []
+    for line in said:
+        warnings.warn(line, UserWarning, stacklevel=3)
 
 
 def pin_feet(kin: RobotKinematics, clip: MotionClip, feet: Sequence[str], contact: float = CONTACT_M) -> MotionClip:

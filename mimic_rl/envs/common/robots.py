@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["G1_ACTUATORS", "G1_END_EFFECTORS", "G1_HOME_POSE", "ActuatorGroup"]
+__all__ = ["G1_ACTUATORS", "G1_END_EFFECTORS", "G1_FEET", "G1_HOME_POSE", "ActuatorGroup"]
 
 
 @dataclass(frozen=True)
@@ -43,3 +43,5 @@ G1_HOME_POSE = {
 
 G1_END_EFFECTORS = ("left_ankle_roll_link", "right_ankle_roll_link", "left_wrist_yaw_link", "right_wrist_yaw_link")
 """The ankles' and wrists' last links."""
+G1_FEET = ("left_ankle_roll_link", "right_ankle_roll_link")
+"""The links that carry the soles' collision geoms."""

@@ -22,9 +22,10 @@ from typing import Any
 
 import torch
 
-from mimic_rl.envs.common.robots import G1_END_EFFECTORS
+from mimic_rl.envs.common.robots import G1_END_EFFECTORS, G1_FEET
 from mimic_rl.errors import ConfigError
 from mimic_rl.motion import BodyState, MotionClip, MotionLibrary, RobotKinematics, expand_motion_paths, load_motion
+from mimic_rl.motion.contacts import warn_about_feet
 from mimic_rl.tasks.tracking import (
     InitNoise,
     ResetSettings,
@@ -52,10 +53,17 @@ COMMAND = "motion"
 """The name of the command term of this package's tasks (the term every task term below reads)."""
 
 
-def load_clips(motions: list[str], csv_fps: float | None, kinematics: RobotKinematics) -> list[MotionClip]:
+def load_clips(
+    motions: list[str], csv_fps: float | None, kinematics: RobotKinematics, feet: tuple[str, ...] = ()
+) -> list[MotionClip]:
     """Every clip of ``motions`` (files, folders, globs; any format this package reads) for the robot of
-    ``kinematics``; a bad file is a ``MotionFormatError`` that names it."""
-    return [load_motion(p, robot=kinematics, csv_fps=csv_fps) for p in expand_motion_paths(list(motions))]
+    ``kinematics``; a bad file is a ``MotionFormatError`` that names it; a clip whose ``feet`` float or skate is
+    warned about (``mimic_rl.motion.contacts.warn_about_feet``)."""
+    clips = []
+    for path in expand_motion_paths(list(motions)):
+        clips.append(load_motion(path, robot=kinematics, csv_fps=csv_fps))
+        warn_about_feet(str(path), kinematics, clips[-1], feet)
+    return clips
 
 
 @dataclass(kw_only=True)
@@ -68,6 +76,8 @@ class TrackingCommandSettings:
     csv_fps: float | None = None
     anchor_body: str = "torso_link"
     end_effectors: tuple[str, ...] = G1_END_EFFECTORS
+    feet: tuple[str, ...] = G1_FEET
+    """The robot's foot bodies: a clip whose feet float or skate on them is warned about on loading."""
     tracked_bodies: tuple[str, ...] | None = None
     """None: every body of the robot (as the embedded env's G1)."""
     num_future_frames: int = 5
@@ -134,7 +144,7 @@ class TrackingCommand:
         if not cfg.motions:
             raise ConfigError(f"--motion: expected motion files for the {self.simulator} tracking task, found none")
         dev = self.device
-        self.library = MotionLibrary(load_clips(cfg.motions, cfg.csv_fps, kinematics), device=dev)
+        self.library = MotionLibrary(load_clips(cfg.motions, cfg.csv_fps, kinematics, tuple(cfg.feet)), device=dev)
         self.library.check_sampling_mode(cfg.sampling_mode)
         root_body = self._layout_from_names()
         n = self.num_envs

@@ -125,7 +125,7 @@ def _apply_tracking_settings(env_cfg: Any, cfg: IsaacLabEnvConfig) -> None:
     apply_tracking_settings(command, cfg)
     command.robot_mjcf = str(Path(mjcf).resolve())
     env_cfg.scene.robot.spawn.usd_path = str(g1_usd(mjcf))
-    load_clips(command.motions, command.csv_fps, RobotKinematics(mujoco_model(command.robot_mjcf)))
+    load_clips(command.motions, command.csv_fps, RobotKinematics(mujoco_model(command.robot_mjcf)), tuple(command.feet))
 
 
 def make_isaaclab_env(cfg: IsaacLabEnvConfig, env_cfg: Any = None) -> IsaacLabVecEnv:

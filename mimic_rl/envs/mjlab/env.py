@@ -104,7 +104,8 @@ def _apply_tracking_settings(env_cfg: Any, cfg: MjlabEnvConfig) -> None:
 
     command = env_cfg.commands["motion"]
     apply_tracking_settings(command, cfg)
-    load_clips(command.motions, command.csv_fps, robot_kinematics(env_cfg.scene.entities[command.entity_name]))
+    kinematics = robot_kinematics(env_cfg.scene.entities[command.entity_name])
+    load_clips(command.motions, command.csv_fps, kinematics, tuple(command.feet))
 
 
 def make_mjlab_env(cfg: MjlabEnvConfig) -> MjlabVecEnv:

@@ -9,7 +9,6 @@ path from the user, actuator facts from Unitree's motor specs as mjlab uses them
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,11 +16,11 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from mimic_rl.envs.common.robots import G1_ACTUATORS, G1_END_EFFECTORS, G1_HOME_POSE, ActuatorGroup
+from mimic_rl.envs.common.robots import G1_ACTUATORS, G1_END_EFFECTORS, G1_FEET, G1_HOME_POSE, ActuatorGroup
 from mimic_rl.envs.mujoco.quality_sensors import add_quality_sensors
 from mimic_rl.errors import ConfigError
 from mimic_rl.motion import MotionClip, MotionFormatError, RobotKinematics, detect_format, load_motion
-from mimic_rl.motion.contacts import foot_contacts, foot_warnings
+from mimic_rl.motion.contacts import warn_about_feet
 
 __all__ = [
     "SENSOR_KINDS",
@@ -67,7 +66,7 @@ class RobotConfig:
 
     def load_clip(self, path: str | Path, csv_fps: float | None = None) -> MotionClip:
         """Load a motion file for this robot (format by content; converted to the model's joint convention), with a
-        warning if its feet float or skate (``mimic_rl.motion.contacts.foot_warnings``)."""
+        warning if its feet float or skate (``mimic_rl.motion.contacts.warn_about_feet``)."""
         kin = RobotKinematics(self.mjcf)
         if self.clip_convention == "humanoid28_amp":
             from mimic_rl.envs.mujoco.humanoid28 import convert_clip
@@ -81,12 +80,7 @@ class RobotConfig:
             clip = convert_clip(load_motion(path, csv_fps=csv_fps), kin)
         else:
             clip = load_motion(path, robot=kin, csv_fps=csv_fps)
-        try:
-            said = foot_warnings(str(path), foot_contacts(kin, clip, self.feet)) if self.feet else []
-        except ValueError:  # feet without collision geoms, or not bodies of the clip: nothing to check them by
-            said = []
-        for line in said:
-            warnings.warn(line, UserWarning, stacklevel=2)
+        warn_about_feet(str(path), kin, clip, self.feet)
         return clip
 
 
@@ -110,7 +104,7 @@ def g1_config(mjcf: str | Path) -> RobotConfig:
         mjcf=str(mjcf),
         anchor_body="torso_link",
         end_effectors=G1_END_EFFECTORS,
-        feet=("left_ankle_roll_link", "right_ankle_roll_link"),
+        feet=G1_FEET,
         actuators=G1_ACTUATORS,
         default_joint_pos=dict(G1_HOME_POSE),
         floor_friction=0.6,
