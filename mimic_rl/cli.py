@@ -28,7 +28,6 @@ import warnings
 from typing import Any
 
 from mimic_rl.commands import (
-    cmd_convert,
     cmd_eval,
     cmd_export,
     cmd_play,
@@ -36,6 +35,7 @@ from mimic_rl.commands import (
     cmd_train,
     resolve_motion,
 )
+from mimic_rl.convert_command import BUILT_IN, cmd_convert
 from mimic_rl.errors import MimicRLError, Terminated
 from mimic_rl.utils import FPS_RANGE
 
@@ -140,6 +140,7 @@ PD gains, control rate), README.md and, for the embedded env, robot.mjb (the MuJ
 --bake-motion reference.npz and policy_baked.onnx. Run it without torch: python tools/sim2sim.py DIR.""",
     "convert": """example:
   mimic-rl convert B_HandsUp.csv --robot g1.xml --csv-fps 60 --fps 50 --output hands_up.npz
+  mimic-rl convert humanoid_run.npz --robot humanoid28 --pin-feet --output run_pinned.npz
 
 output: --output (one .npz), or one <name>.npz per input in the folder --output.""",
 }
@@ -307,16 +308,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex.set_defaults(func=cmd_export)
     cv = command("convert", "convert motion files (or folders of them) to this package's npz")
+    _add_convert_options(cv)
+    cv.set_defaults(func=cmd_convert)
+    return parser
+
+
+def _add_convert_options(cv: argparse.ArgumentParser) -> None:
+    """The inputs and options of ``mimic-rl convert``."""
     cv.add_argument("inputs", nargs="+", help="motion files (npz, CSV) or folders of them")
     cv.add_argument("--output", required=True, help="an .npz file (one input) or a folder")
-    cv.add_argument("--robot", help="robot MJCF (for CSV and name-less npz, and to check joint names) (default: none)")
+    cv.add_argument(
+        "--robot",
+        help=f"the robot's MJCF (for CSV and name-less npz, to check joint names, for --pin-feet), or {BUILT_IN} (the "
+        "built-in model: its clips written in the model's hinge joints) (default: none)",
+    )
     cv.add_argument("--csv-fps", type=_FPS, help="frame rate of CSV motions (default: none; needed for CSV)")
     cv.add_argument("--fps", type=_FPS, help="resample to this frame rate (default: the input's)")
     cv.add_argument(
         "--loop-mode", choices=["clamp", "wrap"], help="what a clip does past its end (default: the input's)"
     )
-    cv.set_defaults(func=cmd_convert)
-    return parser
+    cv.add_argument(
+        "--pin-feet",
+        action="store_true",
+        help="write each clip with its stance feet planted: the root moved so that a foot on the floor stays where it "
+        "is, and lifted where a foot is in the floor (for clips whose feet skate; needs --robot)",
+    )
+    cv.add_argument(
+        "--feet",
+        nargs="+",
+        metavar="BODY",
+        help="the robot's foot bodies for --pin-feet and the foot checks (default: the G1's or humanoid28's, if the "
+        "model has them)",
+    )
 
 
 def _one_line(message: str) -> int:

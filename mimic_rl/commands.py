@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from mimic_rl.errors import CheckpointError, ConfigError, UsageError
-from mimic_rl.files import check_file, path_problem
+from mimic_rl.files import check_file, output_file, output_folder, path_problem
 from mimic_rl.run_config import resolve_motion, run_config
 
 __all__ = [
-    "cmd_convert",
     "cmd_eval",
     "cmd_export",
     "cmd_play",
@@ -26,33 +25,6 @@ __all__ = [
     "load_policy",
     "resolve_motion",
 ]
-
-
-def _check_parents(p: Path, flag: str) -> None:
-    """The nearest existing parent of ``p`` must be a folder (a path below a file cannot be written)."""
-    for parent in p.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UsageError(f"{p}: {flag}: expected a path inside a folder, found {parent}, which is a file")
-            return
-
-
-def _output_file(path: str | Path, flag: str) -> Path:
-    """``path`` as a file to write: not an existing folder, and its parent not a file."""
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"{p}: {flag}: expected a file to write, found a folder; pass a file name (e.g. {p}/out.json)")
-    _check_parents(p, flag)
-    return p
-
-
-def _output_folder(path: str | Path, flag: str) -> Path:
-    """``path`` as a folder to write into: not an existing file."""
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise UsageError(f"{p}: {flag}: expected a folder, found a file; pass a folder (it is created if missing)")
-    _check_parents(p, flag)
-    return p
 
 
 # ---------------------------------------------------------------------------------------------------- train / distill
@@ -99,7 +71,7 @@ def _start_run(args: argparse.Namespace) -> tuple[Any, Any, Path]:
 
     distill = getattr(args, "distill", False)
     if args.log_dir is not None:
-        _output_folder(args.log_dir, "--log-dir")
+        output_folder(args.log_dir, "--log-dir")
     log_dir, made = choose_log_dir(args.log_dir, Path(args.task).stem, args.resume, args.overwrite)
     try:
         resume = _resume_path(args, log_dir)
@@ -275,7 +247,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """Per-clip metrics of a checkpoint, as JSON."""
     from mimic_rl.utils import check_device
 
-    out = _output_file(args.output, "--output")
+    out = output_file(args.output, "--output")
     device = check_device(args.device, "--device")
     evaluation = _evaluate(
         args.checkpoint, args.num_envs, args.motion, device=device, threads=args.threads, overrides=args.overrides
@@ -320,7 +292,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from mimic_rl.plotting import plot_eval
 
     evaluation = read_eval_json(args.eval_json)
-    out = _output_folder(args.output, "--output")
+    out = output_folder(args.output, "--output")
     run_dir = args.run_dir or (Path(evaluation["checkpoint"]).parent if "checkpoint" in evaluation else None)
     if args.run_dir is not None and path_problem(args.run_dir, "folder") is not None:
         raise UsageError(f"{args.run_dir}: --run-dir: expected a run folder, found {path_problem(args.run_dir)}")
@@ -338,7 +310,7 @@ def cmd_play(args: argparse.Namespace) -> int:
 
     if args.video and Path(args.video).suffix.lower() not in (".gif", ".mp4"):
         raise UsageError(f"{args.video}: --video: expected a .gif or .mp4 file name, found {Path(args.video).suffix!r}")
-    video = _output_file(args.video, "--video") if args.video else None
+    video = output_file(args.video, "--video") if args.video else None
     device = check_device(args.device, "--device")
     cfg, actor, state = load_policy(args.checkpoint, device=device)
     if args.threads is not None:
@@ -393,7 +365,7 @@ def _print_play(env: Any, actor: Any, policy: Any, steps: int) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """ONNX + TorchScript + metadata of a checkpoint's deterministic policy (a distilled student's too)."""
-    output = _output_folder(args.output, "--output")
+    output = output_folder(args.output, "--output")
     _export(args.checkpoint, output, onnx=not args.no_onnx, bake=args.bake_motion)
     return 0
 
@@ -458,38 +430,3 @@ def _deploy_files(actor: Any, env: Any, cfg: Any, meta: dict[str, Any], bake: bo
         if groups["actor_reference"] == "deploy_reference":  # the graph computes the reference from an IMU's reading
             files["policy_baked.onnx"] = (actor, files["reference.npz"])
     return files
-
-
-# ---------------------------------------------------------------------------------------------------- convert
-def cmd_convert(args: argparse.Namespace) -> int:
-    """Convert motion files (or the motion files of folders) to this package's npz."""
-    from mimic_rl.motion import RobotKinematics, expand_motion_paths, load_motion, save_motion
-
-    inputs = expand_motion_paths(list(args.inputs))
-    robot = RobotKinematics(args.robot) if args.robot else None
-    single = Path(args.output).suffix.lower() == ".npz"
-    if single and len(inputs) > 1:
-        raise UsageError(
-            f"{args.output}: --output: expected a folder for {len(inputs)} inputs, found an .npz file name; pass a "
-            "folder"
-        )
-    out_base = _output_file(args.output, "--output") if single else _output_folder(args.output, "--output")
-    stems: dict[str, Path] = {}
-    for path in inputs:
-        if not single and Path(path).stem in stems:
-            raise UsageError(
-                f"{args.output}: --output: expected one output file per input, found {stems[Path(path).stem]} and "
-                f"{path}, which would both be written to {Path(path).stem}.npz; convert them separately"
-            )
-        stems[Path(path).stem] = Path(path)
-    for path in inputs:
-        clip = load_motion(path, robot=robot, csv_fps=args.csv_fps, fps=args.fps)
-        if args.loop_mode:
-            clip.metadata["loop_mode"] = args.loop_mode
-        out = out_base if single else out_base / f"{Path(path).stem}.npz"
-        save_motion(clip, out)
-        print(
-            f"{path} -> {out}: {clip.num_frames} frames at {clip.fps:g} fps, {clip.num_joints} joints, "
-            f"{clip.num_bodies} bodies ({clip.metadata['format']})"
-        )
-    return 0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mimic_rl.errors import UsageError
 
-__all__ = ["PathProblem", "check_file", "check_folder", "path_problem"]
+__all__ = ["PathProblem", "check_file", "check_folder", "output_file", "output_folder", "path_problem"]
 
 
 class PathProblem(UsageError, FileNotFoundError):
@@ -58,3 +58,30 @@ def check_folder(path: str | Path, what: str, fix: str = "") -> Path:
     if problem is None:
         return Path(path)
     raise PathProblem(f"{path}: {what}: expected a folder, found {problem}" + (f"; {fix}" if fix else ""))
+
+
+def _check_parents(p: Path, flag: str) -> None:
+    """The nearest existing parent of ``p`` must be a folder (a path below a file cannot be written)."""
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"{p}: {flag}: expected a path inside a folder, found {parent}, which is a file")
+            return
+
+
+def output_file(path: str | Path, flag: str) -> Path:
+    """``path`` as a file to write: not an existing folder, and its parent not a file."""
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{p}: {flag}: expected a file to write, found a folder; pass a file name (e.g. {p}/out.json)")
+    _check_parents(p, flag)
+    return p
+
+
+def output_folder(path: str | Path, flag: str) -> Path:
+    """``path`` as a folder to write into: not an existing file."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"{p}: {flag}: expected a folder, found a file; pass a folder (it is created if missing)")
+    _check_parents(p, flag)
+    return p

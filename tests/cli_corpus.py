@@ -23,6 +23,10 @@ algorithm: {num_learning_epochs: 1, num_mini_batches: 1}
 actor: {hidden_dims: [16], reference_encoder: {type: mlp, latent_dim: 8, hidden_dims: [8]}}
 critic: {hidden_dims: [16], reference_encoder: {type: mlp, latent_dim: 8, hidden_dims: [8]}}
 """
+FOOTLESS_MJCF = """<mujoco><worldbody><body name="torso" pos="0 0 1"><freejoint/><geom size="0.1"/>
+<body name="leg"><joint name="hip" type="hinge"/><geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.05"/></body>
+</body></worldbody></mujoco>
+"""
 RESUME = ["train", "--iterations", "1", "--no-eval", "--logger", "none", "--resume", "--log-dir"]
 """A resume without --task: the run folder's own config.yaml is used."""
 TRAIN = ["train", "--task", "{small_task}", "--iterations", "1", "--num-envs", "2", "--no-eval", "--logger", "none"]
@@ -179,6 +183,8 @@ def make_workspace(root: Path, data_dir: Path, good: Path, good_eval: Path) -> d
     paths.update(_configs(root))
     paths.update(_checkpoints(root, good))
     paths.update(_eval_jsons(root, good_eval))
+    paths["footless_xml"] = root / "footless.xml"  # a robot with none of the known foot bodies
+    paths["footless_xml"].write_text(FOOTLESS_MJCF)
     return {k: str(v) for k, v in paths.items()}
 
 
@@ -231,6 +237,26 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     ),
     ("convert_folder_to_file", ["convert", "{data}/motions/g1", "--output", "{root}/o.npz"], (r"--output", "folder")),
     ("convert_fps_zero", ["convert", "{walk}", "--fps", "0", "--output", "{root}/o.npz"], (r"--fps", r"frame rate")),
+    (
+        "convert_pin_feet_without_robot",
+        ["convert", "{walk}", "--pin-feet", "--output", "{root}/o.npz"],
+        (r"--pin-feet: expected --robot", r"humanoid28"),
+    ),
+    (
+        "convert_feet_not_bodies",
+        ["convert", "{walk}", "--robot", "humanoid28", "--feet", "left_foot", "paw", "--output", "{root}/o.npz"],
+        (r"--feet: expected bodies of the robot, found paw;", r"right_foot"),
+    ),
+    (
+        "convert_robot_missing",
+        ["convert", "{walk}", "--robot", "{root}/nope.xml", "--output", "{root}/o.npz"],
+        (r"nope\.xml: --robot: expected a file", r"humanoid28"),
+    ),
+    (
+        "convert_pin_feet_footless_robot",
+        ["convert", "{walk}", "--robot", "{footless_xml}", "--pin-feet", "--output", "{root}/o.npz"],
+        (r"footless\.xml: --pin-feet", r"--feet BODY"),
+    ),
     # ---------------------------------------------------------------- configs
     ("task_missing", _train("--task", "no_such_task"), (r"no_such_task: --task", r"tracking_ppo")),
     (
@@ -368,6 +394,11 @@ CONTROLS: list[tuple[str, list[str], dict[str, str]]] = [
     (
         "convert_real_csv",
         ["convert", "{hands_up_csv}", "--robot", "{g1_xml}", "--csv-fps", "60", "--output", "{root}/c.npz"],
+        {},
+    ),
+    (
+        "convert_pin_feet",
+        ["convert", "{walk}", "--robot", "humanoid28", "--pin-feet", "--fps", "50", "--output", "{root}/p.npz"],
         {},
     ),
     ("train_folder_of_motions", _train("--motion", "{data}/motions/humanoid28", "--log-dir", "{root}/ok_run"), {}),

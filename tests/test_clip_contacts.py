@@ -129,3 +129,45 @@ def test_the_loader_of_the_mjlab_and_isaaclab_tasks_says_it_too(tmp_path, data_d
         load_clips([str(path)], None, kin)  # no feet named: nothing to check
     lines = [str(w.message) for w in caught if "the clip's feet" in str(w.message)]
     assert len(lines) == 1 and re.search(r"float: .* 60 mm above the floor", lines[0]), lines
+
+
+def test_convert_pin_feet_plants_a_dragged_sunk_clip_and_says_by_how_much(tmp_path, capsys):
+    """``mimic-rl convert --robot humanoid28 --pin-feet`` (what the skate warning tells a user to run). Breakage
+    caught: the feet not pinned (or pinned on the wrong bodies), the clip resampled before pinning or not at all, the
+    numbers it prints not the clip's (0.40 m/s dragged, 20 mm sunk: the hand-built clip's own)."""
+    from mimic_rl.cli import main
+    from mimic_rl.motion import load_motion
+
+    path, stand = _dragged(tmp_path, 0.4, 0.02)
+    out = tmp_path / "pinned.npz"
+    assert main(["convert", str(path), "--robot", "humanoid28", "--pin-feet", "--output", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert re.search(r"feet pinned \(right_foot, left_foot\): stance feet skate at a median 0\.40 -> 0\.00 m/s", said)
+    assert "deepest in the floor 20 -> 0 mm" in said
+    np.testing.assert_allclose(load_motion(out).body_pos_w, stand.body_pos_w, atol=1e-5)
+    half = tmp_path / "half.npz"
+    argv = ["convert", str(path), "--robot", "humanoid28", "--pin-feet", "--fps", "15", "--output", str(half)]
+    assert main(argv) == 0
+    resampled = load_motion(half)
+    assert resampled.fps == 15.0 and resampled.num_frames == (stand.num_frames + 1) // 2
+    np.testing.assert_allclose(resampled.body_pos_w, stand.body_pos_w[::2], atol=1e-5)
+
+
+def test_convert_finds_the_g1_feet_in_its_mjcf_and_warns_when_not_asked_to_pin(tmp_path, data_dir, capsys):
+    """Breakage caught: an MJCF path's feet not found (the G1's ankle-roll links), a skating clip converted without a
+    word (training warns about it; converting it should too), the warning naming a command that does not pin."""
+    from mimic_rl.cli import main
+
+    mjcf = data_dir / "robots/unitree_g1/g1.xml"
+    clip, stand = _moved(RobotKinematics(g1_config(mjcf).mjcf), 0.45, 0.0)
+    path = save_motion(clip, tmp_path / "skating.npz")
+    assert main(["convert", str(path), "--robot", str(mjcf), "--output", str(tmp_path / "same.npz")]) == 0
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "the clip's feet" in x]  # the CLI's one line
+    assert "skate" in line and "0.45 m/s" in line and "`mimic-rl convert CLIP --robot ROBOT --pin-feet" in line
+    out = tmp_path / "planted.npz"
+    assert main(["convert", str(path), "--robot", str(mjcf), "--pin-feet", "--output", str(out)]) == 0
+    assert "(left_ankle_roll_link, right_ankle_roll_link): stance feet skate at a median 0.45 -> 0.00" in (
+        capsys.readouterr().out
+    )
+    with np.load(out) as written:  # as written: loading drops the held frames of a clip that stands still
+        np.testing.assert_allclose(written["body_pos_w"], stand.body_pos_w, atol=1e-5)

@@ -15,7 +15,7 @@ from mimic_rl.run_config import run_config
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mimic_rl"
 FLAG = re.compile(r"(?<![\w-])--[a-z][\w-]*[a-z0-9]")
-OTHER_TOOLS = {"--nproc_per_node": "torchrun", "--pin-feet": "tools/clip_contacts.py"}
+OTHER_TOOLS = {"--nproc_per_node": "torchrun"}
 """Flags of other programs that the package's text names, with the program they belong to."""
 
 

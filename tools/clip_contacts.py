@@ -12,7 +12,8 @@ under the floor and the share of frames with a foot more than 5 mm in it, the sh
 
 ``--pin-feet`` writes a copy of each clip with its feet planted (``mimic_rl.motion.contacts.pin_feet``): the root
 moved so that a foot on the floor stays where it is and lifted out of the floor where a foot is in it; train on it
-like any clip (``docs/ablations.md`` has what it did for humanoid28's run).
+like any clip (``docs/ablations.md`` has what it did for humanoid28's run). ``mimic-rl convert CLIP --robot ROBOT
+--pin-feet --output COPY.npz`` writes the same copy from an installed package.
 """
 
 from __future__ import annotations

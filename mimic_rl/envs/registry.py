@@ -27,6 +27,7 @@ __all__ = [
     "SimulatorTaskConfig",
     "backend",
     "backend_names",
+    "built_in_robot",
     "env_config_class",
     "evaluate",
     "has_play_env",
@@ -141,6 +142,13 @@ def make_play_env(env_cfg: Any) -> Any:
             f"env.backend {found.name!r} has no env to play in; use mimic-rl eval, or the simulator's own viewer"
         )
     return load_attribute(found.play)(env_cfg)
+
+
+def built_in_robot(name: str, mjcf: str | Path | None = None) -> Any:
+    """The embedded backend's robot ``name`` (``humanoid28``, or ``g1`` with its MJCF) as its ``RobotConfig``: the
+    MJCF, the foot bodies and ``load_clip`` (its clip conventions), for the command line outside a backend
+    (``mimic-rl convert``)."""
+    return load_attribute("mimic_rl.envs.mujoco.robots:robot_config")(name, mjcf)
 
 
 def render_rollout(env_cfg: Any, env: Any, path: str | Path, **options: Any) -> Path:

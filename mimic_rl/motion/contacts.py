@@ -169,7 +169,8 @@ def foot_warnings(name: str, stats: FootContacts) -> list[str]:
         out.append(
             f"{name}: the clip's feet skate: a foot on the floor slides at a median {stats.skate_median:.2f} m/s "
             f"(over {SKATE_WARN_M_S:.1f}), so a robot whose soles grip falls behind its reference's root; "
-            "`python tools/clip_contacts.py CLIP --pin-feet DIR` writes a copy with its feet planted"
+            "`mimic-rl convert CLIP --robot ROBOT --pin-feet --output COPY.npz` writes a copy with its feet planted "
+            "(ROBOT: the robot's MJCF, or humanoid28)"
         )
     return out
 
@@ -202,5 +203,6 @@ def pin_feet(kin: RobotKinematics, clip: MotionClip, feet: Sequence[str], contac
             if z[t, f] < contact and z[t - 1, f] < contact:  # on the floor in both frames
                 k = int(points[t, f, :, 2].argmin())
                 shift[t, :2] -= points[t, f, k, :2] - points[t - 1, f, k, :2]
-    meta = {"source": f"{clip.metadata['source']} (feet pinned)", "loop_mode": clip.loop_mode}
+    meta = {**clip.metadata, "source": f"{clip.metadata.get('source', '<memory>')} (feet pinned)"}
+    meta["loop_mode"] = clip.loop_mode
     return clip_from_root_and_joints(kin, root + shift, clip.body_quat_w[:, 0], clip.joint_pos, clip.fps, meta)
