@@ -9,7 +9,6 @@ the model has them.
 from __future__ import annotations
 
 import argparse
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,9 +51,8 @@ class _Robot:
             return load_motion(path, robot=self.kin, csv_fps=csv_fps)
         from mimic_rl.envs.registry import built_in_robot
 
-        with warnings.catch_warnings():  # load_clip's foot warnings: said (or pinned) by cmd_convert, as for any robot
-            warnings.filterwarnings("ignore", message=r".*: the clip's feet ", category=UserWarning)
-            return built_in_robot(BUILT_IN).load_clip(path, csv_fps=csv_fps)
+        # the feet are checked (or pinned) by cmd_convert, as for any robot
+        return built_in_robot(BUILT_IN).load_clip(path, csv_fps=csv_fps, check_feet=False)
 
 
 def robot_feet(kin: RobotKinematics, feet: Sequence[str] | None) -> tuple[str, ...]:

@@ -204,5 +204,4 @@ def pin_feet(kin: RobotKinematics, clip: MotionClip, feet: Sequence[str], contac
                 k = int(points[t, f, :, 2].argmin())
                 shift[t, :2] -= points[t, f, k, :2] - points[t - 1, f, k, :2]
     meta = {**clip.metadata, "source": f"{clip.metadata.get('source', '<memory>')} (feet pinned)"}
-    meta["loop_mode"] = clip.loop_mode
     return clip_from_root_and_joints(kin, root + shift, clip.body_quat_w[:, 0], clip.joint_pos, clip.fps, meta)

@@ -64,9 +64,10 @@ class RobotConfig:
     clip_convention: str = "hinge"
     """``"hinge"``: clips already use the model's joints; ``"humanoid28_amp"``: convert Isaac Lab humanoid_amp clips."""
 
-    def load_clip(self, path: str | Path, csv_fps: float | None = None) -> MotionClip:
+    def load_clip(self, path: str | Path, csv_fps: float | None = None, check_feet: bool = True) -> MotionClip:
         """Load a motion file for this robot (format by content; converted to the model's joint convention), with a
-        warning if its feet float or skate (``mimic_rl.motion.contacts.warn_about_feet``)."""
+        warning if its feet float or skate (``mimic_rl.motion.contacts.warn_about_feet``; not with ``check_feet``
+        False, for a caller that measures or fixes the feet itself)."""
         kin = RobotKinematics(self.mjcf)
         if self.clip_convention == "humanoid28_amp":
             from mimic_rl.envs.mujoco.humanoid28 import convert_clip
@@ -80,7 +81,8 @@ class RobotConfig:
             clip = convert_clip(load_motion(path, csv_fps=csv_fps), kin)
         else:
             clip = load_motion(path, robot=kin, csv_fps=csv_fps)
-        warn_about_feet(str(path), kin, clip, self.feet)
+        if check_feet:
+            warn_about_feet(str(path), kin, clip, self.feet)
         return clip
 
 
