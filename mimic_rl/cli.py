@@ -330,8 +330,9 @@ def _add_convert_options(cv: argparse.ArgumentParser) -> None:
     cv.add_argument(
         "--pin-feet",
         action="store_true",
-        help="write each clip with its stance feet planted: the root moved so that a foot on the floor stays where it "
-        "is, and lifted where a foot is in the floor (for clips whose feet skate; needs --robot)",
+        help="write each clip with its feet planted on the floor: moved up or down so that a foot that stands still "
+        "stands on the floor, lifted where a foot is still in it, and moved so that a foot on the floor stays where it "
+        "is (for clips whose feet skate or float; needs --robot)",
     )
     cv.add_argument(
         "--feet",

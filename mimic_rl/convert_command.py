@@ -1,9 +1,9 @@
 """``mimic-rl convert``: motion files (or folders of them) to this package's npz, optionally with the feet planted.
 
 ``--robot`` is a robot's MJCF, or ``humanoid28`` (the built-in model: its Isaac Lab humanoid_amp clips are written in
-the model's hinge convention). ``--pin-feet`` writes each clip with its stance feet planted and lifted out of the floor
-(``mimic_rl.motion.contacts.pin_feet``) on the robot's foot bodies: ``--feet``, or the G1's or humanoid28's when
-the model has them.
+the model's hinge convention). ``--pin-feet`` writes each clip with its feet planted on the floor
+(``mimic_rl.motion.contacts.pin_feet``: a floating clip comes down, a sunk one up, stance feet stay put) on the
+robot's foot bodies: ``--feet``, or the G1's or humanoid28's when the model has them.
 """
 
 from __future__ import annotations

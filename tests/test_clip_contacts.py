@@ -91,6 +91,41 @@ def test_pinning_a_g1_clip_keeps_its_capsule_soles_on_the_floor(data_dir):
     np.testing.assert_allclose(pinned.body_pos_w, stand.body_pos_w, atol=1e-5)
 
 
+def _hopping(kin: RobotKinematics, lift: float):
+    """The standing clip (3 s at 30 fps) lifted by ``lift``, with a 0.10 m hop of its whole body from 1.0 to 1.67 s,
+    swaying sideways by 2 cm at most (no frame held: loading drops a clip's held first and last frames)."""
+    stand = synthetic_clip(kin, SyntheticMotionConfig(duration=3.0, fps=30.0, amplitude=0.0))
+    root = stand.body_pos_w[:, 0].astype(np.float64).copy()
+    frame = np.arange(len(root))
+    root[:, 1] += 0.02 * np.sin(2 * np.pi * frame / len(root))
+    u = np.clip((frame - 30) / 20, 0.0, 1.0)
+    root[:, 2] += lift + 0.10 * 4 * u * (1 - u)
+    return clip_from_root_and_joints(kin, root, stand.body_quat_w[:, 0], stand.joint_pos, stand.fps)
+
+
+def test_pinning_brings_a_floating_clip_down_and_keeps_its_hop(tmp_path, capsys):
+    """The fix the float warning names (G1 ``M_Move8`` stands 58 mm up). Breakage caught: a floating clip left in
+    the air (only sunk feet lifted, as pinning did first), the whole clip pressed to the floor (the hop flattened: its
+    feet must still reach 0.10 m), the float taken from the hop's top (where the feet are still too), the numbers the
+    command prints not the clip's (60 mm up, the hand-built clip's own)."""
+    from mimic_rl.cli import main
+    from mimic_rl.motion import load_motion
+
+    kin = RobotKinematics(humanoid28_config().mjcf)
+    feet = humanoid28_config().feet
+    floating, grounded = _hopping(kin, 0.06), _hopping(kin, 0.0)
+    pinned = pin_feet(kin, floating, feet)
+    np.testing.assert_allclose(pinned.body_pos_w, grounded.body_pos_w, atol=1e-6)
+    assert foot_contacts(kin, pinned, feet).lowest_median == pytest.approx(0.0, abs=1e-6)
+    out = tmp_path / "grounded.npz"
+    path = save_motion(floating, tmp_path / "floating.npz")
+    assert main(["convert", str(path), "--robot", "humanoid28", "--pin-feet", "--output", str(out)]) == 0
+    assert "lowest foot point 60 -> 0 mm (median)" in capsys.readouterr().out
+    np.testing.assert_allclose(
+        load_motion(out).body_pos_w[:, 0, 2].max() - grounded.body_pos_w[0, 0, 2], 0.10, atol=1e-3
+    )
+
+
 @pytest.mark.parametrize(
     ("speed", "lift", "said"),
     [(0.0, 0.0, []), (0.45, 0.0, ["skate: .* 0.45 m/s"]), (0.0, 0.06, ["float: .* 60 mm"])],

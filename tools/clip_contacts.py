@@ -10,8 +10,9 @@ median height of the lowest foot point (a clip that floats above the floor has i
 under the floor and the share of frames with a foot more than 5 mm in it, the share of frames with a foot on the floor
 (within ``--contact-mm``), and those feet's skate speed (median and 90th percentile).
 
-``--pin-feet`` writes a copy of each clip with its feet planted (``mimic_rl.motion.contacts.pin_feet``): the root
-moved so that a foot on the floor stays where it is and lifted out of the floor where a foot is in it; train on it
+``--pin-feet`` writes a copy of each clip with its feet planted (``mimic_rl.motion.contacts.pin_feet``): the clip
+moved down or up so that a foot that stands still stands on the floor, lifted where a foot is still in it, and moved so
+that a foot on the floor stays where it is; train on it
 like any clip (``docs/ablations.md`` has what it did for humanoid28's run). ``mimic-rl convert CLIP --robot ROBOT
 --pin-feet --output COPY.npz`` writes the same copy from an installed package.
 """

@@ -29,6 +29,8 @@ __all__ = [
     "FLOAT_WARN_M",
     "SKATE_MIN_ON_FLOOR",
     "SKATE_WARN_M_S",
+    "STILL_MAX_M",
+    "STILL_M_S",
     "FootContacts",
     "foot_contacts",
     "foot_points",
@@ -47,6 +49,10 @@ SKATE_WARN_M_S = 0.3
 ``SKATE_MIN_ON_FLOOR`` of their frames (humanoid28's run: 0.53 m/s, not tracked as given; its walk 0.18, tracked)."""
 SKATE_MIN_ON_FLOOR = 0.2
 """``foot_warnings`` judges skating only on clips with a foot on the floor in at least this share of their frames."""
+STILL_M_S = 0.1
+"""``pin_feet``: a clip's lowest foot point moving slower than this stands (where it is, the clip's floor is)."""
+STILL_MAX_M = 0.1
+"""``pin_feet``: ... and only within this of the floor (a foot still at a jump's top is not standing)."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +161,12 @@ def foot_contacts(
     )
 
 
+_PIN = (
+    "`mimic-rl convert CLIP --robot ROBOT --pin-feet --output COPY.npz` writes a copy with its feet planted on the "
+    "floor (ROBOT: the robot's MJCF, or humanoid28)"
+)
+
+
 def foot_warnings(name: str, stats: FootContacts) -> list[str]:
     """One line per way the clip's feet would keep a robot off it: floating (``FLOAT_WARN_M``) and skating
     (``SKATE_WARN_M_S``); each names the clip, the number and what to do."""
@@ -163,14 +175,12 @@ def foot_warnings(name: str, stats: FootContacts) -> list[str]:
         out.append(
             f"{name}: the clip's feet float: its lowest foot point is a median {1000 * stats.lowest_median:.0f} mm "
             f"above the floor (over {1000 * FLOAT_WARN_M:.0f} mm), so a robot on the floor stands below its reference "
-            "and episodes from its first frame start in the air; retarget it onto the floor"
+            f"and episodes from its first frame start in the air; {_PIN}"
         )
     if stats.on_floor_share >= SKATE_MIN_ON_FLOOR and stats.skate_median > SKATE_WARN_M_S:
         out.append(
             f"{name}: the clip's feet skate: a foot on the floor slides at a median {stats.skate_median:.2f} m/s "
-            f"(over {SKATE_WARN_M_S:.1f}), so a robot whose soles grip falls behind its reference's root; "
-            "`mimic-rl convert CLIP --robot ROBOT --pin-feet --output COPY.npz` writes a copy with its feet planted "
-            "(ROBOT: the robot's MJCF, or humanoid28)"
+            f"(over {SKATE_WARN_M_S:.1f}), so a robot whose soles grip falls behind its reference's root; {_PIN}"
         )
     return out
 
@@ -186,18 +196,36 @@ def warn_about_feet(name: str, kin: RobotKinematics, clip: MotionClip, feet: Seq
         warnings.warn(line, UserWarning, stacklevel=3)
 
 
+def _floor(points: np.ndarray, z: np.ndarray, fps: float) -> np.ndarray:
+    """Per frame, the height ``[T]`` the clip's floor is at: its lowest foot's lowest point on frames where that point
+    stands still (slower than ``STILL_M_S``, within ``STILL_MAX_M`` of 0), interpolated between them (held before the
+    first and after the last); 0 everywhere for a clip whose feet never stand still."""
+    frames = np.arange(len(z))
+    foot = z.argmin(1)
+    k = points[frames, foot, :, 2].argmin(-1)  # the lowest point of the lowest foot, followed to its neighbours
+    before, after = np.maximum(frames - 1, 0), np.minimum(frames + 1, len(z) - 1)
+    step = points[after, foot, k] - points[before, foot, k]
+    speed = np.linalg.norm(step, axis=-1) * fps / np.maximum(after - before, 1)
+    low = z[frames, foot]
+    still = (speed < STILL_M_S) & (np.abs(low) < STILL_MAX_M)
+    return np.interp(frames, frames[still], low[still]) if still.any() else np.zeros(len(z))
+
+
 def pin_feet(kin: RobotKinematics, clip: MotionClip, feet: Sequence[str], contact: float = CONTACT_M) -> MotionClip:
-    """The clip with its feet planted: the root moved so that a foot on the floor in two consecutive frames keeps its
-    lowest point where it was (horizontally; flight and touch-down frames keep the clip's own motion), and lifted in
-    each frame by as much as its lowest foot point is under the floor. Joint angles and orientations are the clip's;
-    body states and velocities are recomputed (forward kinematics, finite differences)."""
+    """The clip with its feet planted on the floor. Up and down: moved so that a foot that stands still stands on the
+    floor (``_floor``: a floating clip comes down, one in the floor comes up, flights keep their height over it), then
+    lifted in each frame by as much as its lowest foot point is still under the floor. Horizontally: moved so that a
+    foot on the floor (within ``contact`` of it as the clip gives it) in two consecutive frames keeps its lowest point
+    where it was; flight and touch-down frames keep the clip's own motion. Joint angles and orientations are the
+    clip's; body states and velocities are recomputed (forward kinematics, finite differences)."""
     points = foot_points(kin, clip, feet)
     z = points[..., 2].min(-1)  # [T, F]
+    floor = _floor(points, z, clip.fps)
     root = np.asarray(clip.body_pos_w, float)[:, 0].copy()
     shift = np.zeros_like(root)
     for t in range(clip.num_frames):
         f = int(np.argmin(z[t]))
-        shift[t, 2] = max(0.0, -z[t, f])
+        shift[t, 2] = max(0.0, floor[t] - z[t, f]) - floor[t]
         if t > 0:
             shift[t, :2] = shift[t - 1, :2]
             if z[t, f] < contact and z[t - 1, f] < contact:  # on the floor in both frames
