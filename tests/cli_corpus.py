@@ -373,6 +373,11 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
         ["eval", "--checkpoint", "{good}", "--output", "{root}/e.json", "--motion", "{hands_up_npz}"],
         (r"B_HandsUp\.npz", r"another robot"),
     ),
+    (
+        "convert_other_robot",
+        ["convert", "{hands_up_npz}", "--robot", "humanoid28", "--output", "{root}/c.npz"],
+        (r"B_HandsUp\.npz", r"another robot", r"convert: --robot "),
+    ),
     ("resume_nothing", _train("--resume", "--log-dir", "{no_ckpt_run}"), (r"no_ckpt_run: --resume", r"found none")),
     ("resume_empty_config", [*RESUME, "{empty_cfg_run}"], (r"empty_cfg_run/config\.yaml", r"empty file")),
     ("resume_corrupt_config", [*RESUME, "{corrupt_cfg_run}"], (r"corrupt_cfg_run/config\.yaml", r"YAML")),

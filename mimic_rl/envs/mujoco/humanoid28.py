@@ -32,7 +32,8 @@ def _joint_difference(expected: list[str], found: list[str]) -> str:
     extra = [n for n in found if n not in expected]
     return (
         f"expected humanoid28's {len(expected)} joints, found {len(found)} (missing {missing[:4]}, unexpected "
-        f"{extra[:4]}); a motion of another robot needs --robot and --robot-mjcf"
+        f"{extra[:4]}); a motion of another robot needs its MJCF (train, eval: --robot NAME --robot-mjcf MJCF; "
+        "convert: --robot MJCF)"
     )
 
 

@@ -76,7 +76,7 @@ class RobotConfig:
                 raise MotionFormatError(
                     f"{path}: joint_names: expected a {self.name} motion (Isaac Lab humanoid_amp or mimic_rl npz), "
                     "found a BeyondMimic/mjlab npz without joint names, i.e. a motion of another robot; for a G1 "
-                    "motion pass --robot g1 --robot-mjcf <g1.xml>"
+                    "motion pass the G1's MJCF (train, eval: --robot g1 --robot-mjcf G1.xml; convert: --robot G1.xml)"
                 )
             clip = convert_clip(load_motion(path, csv_fps=csv_fps), kin)
         else:
