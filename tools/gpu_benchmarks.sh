@@ -14,6 +14,7 @@
 # STEPS picks what runs (default: all of "tests bench counts mjlab"). A lent machine allows 10 minutes per call, and
 # all of it takes longer (mjlab's side by side alone: ~90 s of warp compile, then SECONDS per runner): run one step
 # per call there, e.g. STEPS=tests, then STEPS="bench counts", then STEPS=mjlab, into the same OUT_DIR.
+# Issue 30's many-clip scaling rows (a training run per row): tools/gpu_scaling.sh.
 set -uo pipefail
 out=${1:?usage: tools/gpu_benchmarks.sh OUT_DIR [SECONDS]}
 seconds=${2:-240}

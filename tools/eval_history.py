@@ -1,0 +1,138 @@
+"""A run's evaluations from each clip's first frame, as a table, and when the mean success first reached a target.
+
+Reads ``RUN/evals.jsonl`` (one line per evaluation during training: env steps, each clip's success and MPJPE) and
+prints, per evaluation, the env steps, the mean success over clips, the mean global MPJPE, the mean share of the clips
+reached and each clip's success (a resumed run's re-done evaluations replace those of the stretch it lost); then the
+first evaluation at which the mean success reached ``--target`` and the env steps per clip-second there (those env steps
+divided by the clips' total duration: issue 30's scaling measure), or "not reached".
+
+    python tools/eval_history.py RUN [RUN ...] [--target 0.8] [--every 1] [--json OUT.json]
+
+``--every K`` prints every K-th evaluation (the first, the crossing and the last are always printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass
+class Reached:
+    """When a run's mean success over its clips first reached the target (``env_steps`` None: not reached)."""
+
+    run: str
+    clips: int
+    total_duration_s: float
+    evaluations: int
+    last_env_steps: int
+    last_mean_success: float
+    env_steps: int | None
+    mean_success: float | None
+    env_steps_per_clip_second: float | None
+
+
+def read_history(run: Path) -> list[dict]:
+    """The evaluations of ``run`` (its ``evals.jsonl``), in order; an empty list when it has none yet.
+
+    A run resumed from a checkpoint older than its last evaluations evaluates that stretch again: an evaluation
+    replaces every earlier line of its iteration or later (those of the stretch the crash lost). A line that is not
+    JSON (one cut short by a killed process) is left out, and said on stderr."""
+    path = run / "evals.jsonl" if run.is_dir() else run
+    if not path.exists():
+        return []
+    history: list[dict] = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            entry = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            print(f"{path}:{number}: not a JSON line (cut short?), left out", file=sys.stderr)
+            continue
+        if entry is not None:
+            history = [e for e in history if e["iteration"] < entry["iteration"]] + [entry]
+    return history
+
+
+def mean_success(entry: dict) -> float:
+    """The evaluation's mean over clips of each clip's success rate (its ``summary``, as the run logged it)."""
+    return float(entry["summary"]["success_rate"])
+
+
+def first_reached(run: Path, history: list[dict], target: float) -> Reached:
+    """The first evaluation of ``history`` whose mean success is at least ``target``, with the run's totals."""
+    if not history:
+        raise ValueError(f"{run}: no evaluations in its evals.jsonl; train with runner.eval_interval > 0")
+    duration = sum(c["duration_s"] for c in history[-1]["clips"])
+    hit = next((e for e in history if mean_success(e) >= target), None)
+    steps = None if hit is None else int(hit["total_steps"])
+    return Reached(
+        run=str(run),
+        clips=len(history[-1]["clips"]),
+        total_duration_s=duration,
+        evaluations=len(history),
+        last_env_steps=int(history[-1]["total_steps"]),
+        last_mean_success=mean_success(history[-1]),
+        env_steps=steps,
+        mean_success=None if hit is None else mean_success(hit),
+        env_steps_per_clip_second=None if steps is None else steps / duration,
+    )
+
+
+def table(history: list[dict], every: int, keep: set[int]) -> list[str]:
+    """The evaluations as text rows: env steps (M), mean success, mean global MPJPE (mm), the mean share of the clips
+    that the evaluation's episodes reached, each clip's success."""
+    names = [c["name"] for c in history[0]["clips"]]
+    rows = ["env steps (M)  success  global (mm)  reached  " + "  ".join(names)]
+    for i, entry in enumerate(history):
+        if i % every and i not in keep:
+            continue
+        per_clip = {c["name"]: c["success_rate"] for c in entry["clips"]}
+        glob, reached = entry["summary"]["global_mpjpe_mm"], entry["summary"]["episode_length_fraction"]
+        cells = "  ".join(f"{per_clip.get(n, float('nan')):>{len(n)}.2f}" for n in names)
+        steps, success = entry["total_steps"] / 1e6, mean_success(entry)
+        rows.append(f"{steps:13.2f}  {success:7.2f}  {glob:11.1f}  {reached:7.0%}  {cells}")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print each run's evaluation table and when its mean success reached the target."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path, help="run folders (or evals.jsonl files)")
+    parser.add_argument("--target", type=float, default=0.8, help="the mean success to reach (default 0.8)")
+    parser.add_argument("--every", type=int, default=1, help="print every K-th evaluation (default 1)")
+    parser.add_argument("--json", type=Path, help="also write the results (one entry per run) to this file")
+    args = parser.parse_args(argv)
+    if args.every < 1 or not 0 < args.target <= 1:
+        parser.error("--every must be at least 1 and --target in (0, 1]")
+    results = []
+    for run in args.runs:
+        history = read_history(run)
+        if not history:
+            print(f"{run}: no evals.jsonl with evaluations; pass a run folder of mimic-rl train", file=sys.stderr)
+            return 2
+        reached = first_reached(run, history, args.target)
+        crossing = {i for i, e in enumerate(history) if int(e["total_steps"]) == reached.env_steps}
+        print(f"{run}: {reached.clips} clips, {reached.total_duration_s:.1f} s in all")
+        print("\n".join(table(history, args.every, {0, len(history) - 1} | crossing)))
+        if reached.env_steps is None:
+            print(
+                f"mean success >= {args.target}: not reached by {reached.last_env_steps / 1e6:.2f} M env steps "
+                f"({reached.last_mean_success:.2f} there)"
+            )
+        else:
+            print(
+                f"mean success >= {args.target}: at {reached.env_steps / 1e6:.2f} M env steps "
+                f"({reached.mean_success:.2f}); "
+                f"{reached.env_steps_per_clip_second / 1e6:.2f} M env steps per clip-second"
+            )
+        results.append(asdict(reached))
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
