@@ -17,7 +17,7 @@
 # run continues from there. The exit code is the training's.
 #
 # A lent machine: one command runs at most 600 s, and mjlab compiles its warp kernels for ~90 s at the start, so
-# SECONDS of ~380 fit a call with timeout_s 560 (an evaluation of the 6 clips, 48 envs, took 4-15 s on an H100).
+# SECONDS of ~380 should fit a call with timeout_s 560 (not yet timed; a 6-clip evaluation took 4-15 s on an H100).
 # mjlab and its stack travel as the parts of ../shared/tools/offline-gpu/build.sh, one per call, then unpack.sh PARTS
 # SITE and export PYTHONPATH=SITE:. MUJOCO_GL=disable; copy ../shared/data/motions/g1_moves (10 MB) into a carried
 # folder and point MIMIC_RL_DATA at the folder above its motions/.
