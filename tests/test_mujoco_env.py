@@ -202,6 +202,25 @@ def test_g1_from_the_csv_resets_and_steps_with_finite_observations(data_dir):
     assert bool((env.episode_length_buf == 0).all())
 
 
+def test_each_robot_has_its_own_default_action_scale_and_the_config_overrides_it(data_dir):
+    """humanoid28: 0.3 x its 0.5 rad per unit; the G1: BeyondMimic's 0.25 x effort limit / kp, so kp x scale is a
+    quarter of Unitree's effort limits (hip pitch 88, knee 139, ankle pitch 50 N·m); a set factor wins for both."""
+    assert _env(data_dir).action_scale.tolist() == pytest.approx([0.15] * 28)
+    assert _env(data_dir, action_scale_factor=1.0).action_scale.tolist() == pytest.approx([0.5] * 28)
+    g1 = {"robot": "g1", "robot_mjcf": str(data_dir / "robots/unitree_g1/g1.xml"), "csv_fps": 60.0}
+    g1["motions"] = [str(data_dir / "motions/g1/B_HandsUp.csv")]
+    for factor in (None, 0.3):
+        env = MujocoTrackingEnv(TrackingEnvConfig(num_envs=2, action_scale_factor=factor, **g1))
+        torque = {
+            env.model.actuator(i).name: env.model.actuator_gainprm[i, 0] * float(env.action_scale[i])
+            for i in range(env.model.nu)
+        }
+        expected = {"left_hip_pitch_joint": 22.0, "right_knee_joint": 34.75, "left_ankle_pitch_joint": 12.5}
+        for name, value in expected.items():
+            key = next(k for k in torque if k.startswith(name))
+            assert torque[key] == pytest.approx(value * (factor or 1.0), rel=1e-3), (key, torque[key])
+
+
 def test_rendering_writes_a_gif_or_says_why_not(data_dir, tmp_path):
     from mimic_rl.envs.mujoco.render import RenderingUnavailable, render_rollout
 

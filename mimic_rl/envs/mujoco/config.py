@@ -57,8 +57,9 @@ class TrackingEnvConfig:
     """With ``action_offset: reference``, add ``kv / kp`` times the reference's joint velocities (one policy step
     ahead) to the PD targets, so that a position servo's damping pulls towards the reference's velocity instead of
     braking every motion (``kp (q* - q) + kv (qd* - qd)``; needs position actuators)."""
-    action_scale_factor: Annotated[float, Range(0, low_exclusive=True)] = 1.0
-    """Multiplies the robot's action scale (rad of PD target per unit of action)."""
+    action_scale_factor: Annotated[float | None, Range(0, low_exclusive=True)] = None
+    """Multiplies the robot's action scale (rad of PD target per unit of action); None: the robot's own factor
+    (``RobotConfig.action_scale_factor``: humanoid28 0.3, the G1 1.0)."""
     reward_scale_by_dt: bool = True
     num_threads: Annotated[int | None, Range(1)] = None
     """Physics threads (MuJoCo's rollout pool); None: torch's intra-op threads when the env is built (the run's

@@ -55,6 +55,9 @@ class RobotConfig:
     override_actuators: bool = False
     default_joint_pos: dict[str, float] = field(default_factory=dict)
     action_scale: float | None = None
+    action_scale_factor: float = 1.0
+    """The multiplier of ``action_scale`` that ``TrackingEnvConfig.action_scale_factor: null`` (the default) picks:
+    0.3 for humanoid28's stiff servos, 1.0 (BeyondMimic's scale) for the G1's soft ones (docs/ablations.md)."""
     tracked_bodies: tuple[str, ...] | None = None
     """Bodies whose tracking is rewarded and measured (default: every body)."""
     feet: tuple[str, ...] = ()
@@ -95,6 +98,7 @@ def humanoid28_config() -> RobotConfig:
         end_effectors=("right_hand", "left_hand", "right_foot", "left_foot"),
         feet=("right_foot", "left_foot"),
         action_scale=0.5,
+        action_scale_factor=0.3,
         clip_convention="humanoid28_amp",
     )
 
@@ -109,6 +113,7 @@ def g1_config(mjcf: str | Path) -> RobotConfig:
         feet=G1_FEET,
         actuators=G1_ACTUATORS,
         default_joint_pos=dict(G1_HOME_POSE),
+        action_scale_factor=1.0,
         floor_friction=0.6,
     )
 
@@ -219,7 +224,8 @@ def joint_tables(
     model: mujoco.MjModel, robot: RobotConfig, joint_names: list[str], cfg: Any
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per actuated joint: the default pose (``robot.default_joint_pos``'s patterns, else 0), the action scale (rad
-    of PD target per unit of action: the robot's, or 0.25 x effort limit / kp, times ``cfg.action_scale_factor``)
+    of PD target per unit of action: the robot's, or 0.25 x effort limit / kp, times ``cfg.action_scale_factor``, or
+    the robot's own factor when that is None)
     and the velocity feed-forward gain (kv / kp with ``cfg.reference_velocity_feedforward``, else 0)."""
     default = np.zeros(model.nu)
     for pattern, value in robot.default_joint_pos.items():
@@ -231,4 +237,5 @@ def joint_tables(
     else:
         scale = np.full(model.nu, float(robot.action_scale))
     feedforward = servo_kv_over_kp(model) if cfg.reference_velocity_feedforward else np.zeros(model.nu)
-    return default, scale * cfg.action_scale_factor, feedforward
+    factor = robot.action_scale_factor if cfg.action_scale_factor is None else cfg.action_scale_factor
+    return default, scale * factor, feedforward
