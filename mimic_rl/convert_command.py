@@ -99,8 +99,9 @@ def _mm(metres: float) -> int:
 
 
 def _pinned(robot: _Robot, clip: MotionClip) -> tuple[MotionClip, str]:
-    """``clip`` with its feet pinned, and a line that says what changed (skate speed, lowest foot point)."""
-    from mimic_rl.motion.contacts import foot_contacts, pin_feet
+    """``clip`` with its feet pinned, and a line that says what changed (skate speed, lowest foot point, how far the
+    root moved: the copy's root is what a policy trained on it tracks)."""
+    from mimic_rl.motion.contacts import foot_contacts, pin_feet, root_moved
 
     before = foot_contacts(robot.kin, clip, robot.feet)
     pinned = pin_feet(robot.kin, clip, robot.feet)
@@ -108,7 +109,8 @@ def _pinned(robot: _Robot, clip: MotionClip) -> tuple[MotionClip, str]:
     return pinned, (
         f"feet pinned ({', '.join(robot.feet)}): stance feet skate at a median {before.skate_median:.2f} -> "
         f"{after.skate_median:.2f} m/s, lowest foot point {_mm(before.lowest_median)} -> {_mm(after.lowest_median)} "
-        f"mm (median), deepest in the floor {_mm(max(before.deepest, 0))} -> {_mm(max(after.deepest, 0))} mm"
+        f"mm (median), deepest in the floor {_mm(max(before.deepest, 0))} -> {_mm(max(after.deepest, 0))} mm, root "
+        f"moved by up to {root_moved(clip, pinned):.2f} m horizontally"
     )
 
 

@@ -169,7 +169,8 @@ def test_the_loader_of_the_mjlab_and_isaaclab_tasks_says_it_too(tmp_path, data_d
 def test_convert_pin_feet_plants_a_dragged_sunk_clip_and_says_by_how_much(tmp_path, capsys):
     """``mimic-rl convert --robot humanoid28 --pin-feet`` (what the skate warning tells a user to run). Breakage
     caught: the feet not pinned (or pinned on the wrong bodies), the clip resampled before pinning or not at all, the
-    numbers it prints not the clip's (0.40 m/s dragged, 20 mm sunk: the hand-built clip's own)."""
+    numbers it prints not the clip's (0.40 m/s dragged, 20 mm sunk, the root moved back by the drag's 0.8 m: the
+    hand-built clip's own)."""
     from mimic_rl.cli import main
     from mimic_rl.motion import load_motion
 
@@ -179,6 +180,8 @@ def test_convert_pin_feet_plants_a_dragged_sunk_clip_and_says_by_how_much(tmp_pa
     said = capsys.readouterr().out
     assert re.search(r"feet pinned \(right_foot, left_foot\): stance feet skate at a median 0\.40 -> 0\.00 m/s", said)
     assert "deepest in the floor 20 -> 0 mm" in said
+    moved = 0.4 * (stand.num_frames - 1) / stand.fps  # the drag's distance: the pinned root stands where it started
+    assert f"root moved by up to {moved:.2f} m horizontally" in said
     np.testing.assert_allclose(load_motion(out).body_pos_w, stand.body_pos_w, atol=1e-5)
     half = tmp_path / "half.npz"
     argv = ["convert", str(path), "--robot", "humanoid28", "--pin-feet", "--fps", "15", "--output", str(half)]

@@ -27,7 +27,7 @@ from pathlib import Path
 from mimic_rl.envs.mujoco.robots import robot_config
 from mimic_rl.errors import MimicRLError
 from mimic_rl.motion import MotionClip
-from mimic_rl.motion.contacts import FootContacts, foot_contacts, pin_feet
+from mimic_rl.motion.contacts import FootContacts, foot_contacts, pin_feet, root_moved
 from mimic_rl.motion.formats import save_motion
 from mimic_rl.motion.kinematics import RobotKinematics
 
@@ -77,10 +77,9 @@ def main() -> None:
         row += f" {1000 * s.deepest:10.0f} {s.sunk_share:9.0%}"
         print(f"{row} {s.on_floor_share:8.0%} {s.skate_median:16.2f} {s.skate_p90:5.2f}")
         if args.pin_feet:
-            out = save_motion(
-                pin_feet(kin, clip, feet, args.contact_mm / 1000), Path(args.pin_feet) / f"{Path(path).stem}_pinned"
-            )
-            print(f"  feet pinned: {out}")
+            pinned = pin_feet(kin, clip, feet, args.contact_mm / 1000)
+            out = save_motion(pinned, Path(args.pin_feet) / f"{Path(path).stem}_pinned")
+            print(f"  feet pinned: {out} (root moved by up to {root_moved(clip, pinned):.2f} m horizontally)")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ __all__ = [
     "foot_points",
     "foot_warnings",
     "pin_feet",
+    "root_moved",
     "warn_about_feet",
 ]
 
@@ -233,3 +234,9 @@ def pin_feet(kin: RobotKinematics, clip: MotionClip, feet: Sequence[str], contac
                 shift[t, :2] -= points[t, f, k, :2] - points[t - 1, f, k, :2]
     meta = {**clip.metadata, "source": f"{clip.metadata.get('source', '<memory>')} (feet pinned)"}
     return clip_from_root_and_joints(kin, root + shift, clip.body_quat_w[:, 0], clip.joint_pos, clip.fps, meta)
+
+
+def root_moved(clip: MotionClip, pinned: MotionClip) -> float:
+    """How far ``pin_feet`` moved the clip's root horizontally, at most over the frames (metres)."""
+    shift = np.asarray(pinned.body_pos_w, float)[:, 0, :2] - np.asarray(clip.body_pos_w, float)[:, 0, :2]
+    return float(np.linalg.norm(shift, axis=-1).max())
