@@ -14,7 +14,14 @@ import pytest
 
 from mimic_rl.envs.mujoco.robots import g1_config, humanoid28_config
 from mimic_rl.motion import SyntheticMotionConfig, synthetic_clip
-from mimic_rl.motion.contacts import FLOAT_WARN_M, SKATE_WARN_M_S, foot_contacts, foot_warnings, pin_feet
+from mimic_rl.motion.contacts import (
+    FLOAT_WARN_M,
+    PIN_MAX_M_S,
+    SKATE_WARN_M_S,
+    foot_contacts,
+    foot_warnings,
+    pin_feet,
+)
 from mimic_rl.motion.formats import clip_from_root_and_joints, save_motion
 from mimic_rl.motion.kinematics import RobotKinematics
 
@@ -80,6 +87,21 @@ def test_pinning_the_feet_of_a_dragged_sunk_clip_gives_back_the_standing_clip(tm
     np.testing.assert_allclose(pinned.body_lin_vel_w, 0.0, atol=1e-6)
     stats = clip_contacts(str(save_motion(pinned, tmp_path / "pinned.npz")), "humanoid28", None, None, contact=0.015)
     assert stats.skate_median == pytest.approx(0.0, abs=1e-6) and stats.deepest == pytest.approx(0.0, abs=5e-4)
+
+
+@pytest.mark.parametrize("speed", [1.0, 1.5, 3.0])
+def test_a_foot_sweeping_over_the_floor_faster_than_the_gate_is_not_pinned(speed):
+    """Breakage caught: a fast low swing taken for a stance foot (pinning once moved G1 clips that do not skate by up
+    to 1.07 m, humanoid28's dance by 0.65 m). The standing clip dragged at ``speed`` with its soles on the floor: below
+    ``PIN_MAX_M_S`` (1.25 m/s) its root is held where it started, above it the clip keeps its own root."""
+    kin = RobotKinematics(humanoid28_config().mjcf)
+    clip, stand = _moved(kin, speed, 0.0)
+    pinned = pin_feet(kin, clip, humanoid28_config().feet)
+    held = speed < PIN_MAX_M_S
+    expected = (stand if held else clip).body_pos_w[:, 0, :2]
+    np.testing.assert_allclose(pinned.body_pos_w[:, 0, :2], expected, atol=1e-9)
+    moved = np.linalg.norm(pinned.body_pos_w[-1, 0, :2] - clip.body_pos_w[-1, 0, :2])
+    assert moved == pytest.approx(speed * (clip.num_frames - 1) / clip.fps if held else 0.0, abs=1e-9)
 
 
 def test_pinning_a_g1_clip_keeps_its_capsule_soles_on_the_floor(data_dir):

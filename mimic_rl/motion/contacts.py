@@ -27,6 +27,7 @@ from mimic_rl.motion.kinematics import RobotKinematics
 __all__ = [
     "CONTACT_M",
     "FLOAT_WARN_M",
+    "PIN_MAX_M_S",
     "SKATE_MIN_ON_FLOOR",
     "SKATE_WARN_M_S",
     "STILL_MAX_M",
@@ -54,6 +55,10 @@ STILL_M_S = 0.1
 """``pin_feet``: a clip's lowest foot point moving slower than this stands (where it is, the clip's floor is)."""
 STILL_MAX_M = 0.1
 """``pin_feet``: ... and only within this of the floor (a foot still at a jump's top is not standing)."""
+PIN_MAX_M_S = 1.25
+"""``pin_feet``: a foot on the floor moving faster than this (horizontally, from one frame to the next) is swinging
+past it, not standing on it, and is not pinned (the shipped clips' stance feet skate at up to 1.21 m/s, humanoid28's
+run; G1 feet brush the floor while swinging at 1.4-3.7 m/s)."""
 
 
 @dataclass(frozen=True)
@@ -212,13 +217,20 @@ def _floor(points: np.ndarray, z: np.ndarray, fps: float) -> np.ndarray:
     return np.interp(frames, frames[still], low[still]) if still.any() else np.zeros(len(z))
 
 
-def pin_feet(kin: RobotKinematics, clip: MotionClip, feet: Sequence[str], contact: float = CONTACT_M) -> MotionClip:
+def pin_feet(
+    kin: RobotKinematics,
+    clip: MotionClip,
+    feet: Sequence[str],
+    contact: float = CONTACT_M,
+    max_speed: float = PIN_MAX_M_S,
+) -> MotionClip:
     """The clip with its feet planted on the floor. Up and down: moved so that a foot that stands still stands on the
     floor (``_floor``: a floating clip comes down, one in the floor comes up, flights keep their height over it), then
     lifted in each frame by as much as its lowest foot point is still under the floor. Horizontally: moved so that a
-    foot on the floor (within ``contact`` of it as the clip gives it) in two consecutive frames keeps its lowest point
-    where it was; flight and touch-down frames keep the clip's own motion. Joint angles and orientations are the
-    clip's; body states and velocities are recomputed (forward kinematics, finite differences)."""
+    foot on the floor (within ``contact`` of it as the clip gives it) in two consecutive frames, and slower than
+    ``max_speed`` between them, keeps its lowest point where it was; flight, touch-down and swing frames (a foot
+    sweeping low over the floor) keep the clip's own motion. Joint angles and orientations are the clip's; body states
+    and velocities are recomputed (forward kinematics, finite differences)."""
     points = foot_points(kin, clip, feet)
     z = points[..., 2].min(-1)  # [T, F]
     floor = _floor(points, z, clip.fps)
@@ -231,7 +243,9 @@ def pin_feet(kin: RobotKinematics, clip: MotionClip, feet: Sequence[str], contac
             shift[t, :2] = shift[t - 1, :2]
             if z[t, f] < contact and z[t - 1, f] < contact:  # on the floor in both frames
                 k = int(points[t, f, :, 2].argmin())
-                shift[t, :2] -= points[t, f, k, :2] - points[t - 1, f, k, :2]
+                step = points[t, f, k, :2] - points[t - 1, f, k, :2]
+                if np.linalg.norm(step) * clip.fps < max_speed:  # standing (or skating), not swinging past
+                    shift[t, :2] -= step
     meta = {**clip.metadata, "source": f"{clip.metadata.get('source', '<memory>')} (feet pinned)"}
     return clip_from_root_and_joints(kin, root + shift, clip.body_quat_w[:, 0], clip.joint_pos, clip.fps, meta)
 
