@@ -332,7 +332,7 @@ def _add_convert_options(cv: argparse.ArgumentParser) -> None:
         action="store_true",
         help="write each clip with its feet planted on the floor: moved up or down so that a foot that stands still "
         "stands on the floor, lifted where a foot is still in it, and moved so that a foot on the floor stays where it "
-        "is (for clips whose feet skate or float; needs --robot)",
+        "is unless it sweeps past faster than 1.25 m/s (for clips whose feet skate or float; needs --robot)",
     )
     cv.add_argument(
         "--feet",

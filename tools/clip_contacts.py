@@ -12,8 +12,8 @@ under the floor and the share of frames with a foot more than 5 mm in it, the sh
 
 ``--pin-feet`` writes a copy of each clip with its feet planted (``mimic_rl.motion.contacts.pin_feet``): the clip
 moved down or up so that a foot that stands still stands on the floor, lifted where a foot is still in it, and moved so
-that a foot on the floor stays where it is; train on it
-like any clip (``docs/ablations.md`` has what it did for humanoid28's run). ``mimic-rl convert CLIP --robot ROBOT
+that a foot on the floor stays where it is (unless it sweeps past faster than ``PIN_MAX_M_S``, 1.25 m/s); train on
+it like any clip (``docs/ablations.md`` has what it did for humanoid28's run). ``mimic-rl convert CLIP --robot ROBOT
 --pin-feet --output COPY.npz`` writes the same copy from an installed package.
 """
 
