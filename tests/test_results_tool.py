@@ -28,6 +28,7 @@ def test_a_run_resumes_from_its_latest_checkpoint_and_is_finished_only_with_its_
     cmd = results.train_command(job, tmp_path)
     assert cmd[:4] == ["mimic-rl", "train", "--task", "tracking_ppo_amp"]
     assert cmd[cmd.index("--seed") + 1] == "2" and cmd[cmd.index("--iterations") + 1] == "600"
+    assert cmd[cmd.index("--set") + 1] == "algorithm.desired_kl=0.01"  # the report's runs, measured at 0.01
     run = tmp_path / job.name
     run.mkdir(parents=True)
     for it in (100, 400):

@@ -340,8 +340,9 @@ def write_report(jobs: list[Any], runs: Path, output: Path, machine: str) -> Non
         "",
         "## Tracking: `tracking_ppo` against `tracking_ppo_amp`",
         "",
-        f"`tracking_ppo_amp` as configured ({amp_settings()}). The other settings tried (style weights, the "
-        "discriminator's features and R1 weight) and what limits AMP here: "
+        f"`tracking_ppo_amp` as configured ({amp_settings()}). Both at `algorithm.desired_kl=0.01`, the default "
+        "when they were measured (0.02 since issue 30; `tools/results.py` pins 0.01). The other settings tried (style "
+        "weights, the discriminator's features and R1 weight) and what limits AMP here: "
         "[ablations.md](ablations.md#what-amp-buys-on-tracking-issue-34).",
         "",
     ]
