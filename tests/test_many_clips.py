@@ -38,8 +38,9 @@ def reverse_dash_clip(accel: float = 4.0, speed: float = -0.6, cruise: float = 0
 
 @pytest.mark.parametrize("balance", ["rate", "weights"])
 def test_a_short_clip_beside_a_long_one_keeps_its_share_of_the_starts_and_both_are_learned(balance, tmp_path):
-    """One policy on both clips, 120 iterations of 64 envs (0.18 M env steps, ~80 s on one thread; ``rate`` up to 200),
-    seed 0, then both clips evaluated from their first frame at once (32 envs each, the default terminations).
+    """One policy on both clips, 120 iterations of 64 envs (0.18 M env steps, ~125 s in the suite on 2 CPUs; ``rate``
+    up to 200), seed 0, then both clips evaluated from their first frame at once (32 envs each, the default
+    terminations).
 
     Seeds tried (``runner.seed`` 0-2, env seed 0; the dash's share of the starts after training; success on
     stop-and-go / dash with 32 envs per clip, and with 8): ``rate`` (the default) 0.34 (0.84 / 0.94; 8 envs: 1.00 /
