@@ -71,8 +71,7 @@ def test_a_short_clip_beside_a_long_one_keeps_its_share_of_the_starts_and_both_a
     cfg = _cfg(motions[0], old=False)
     cfg.env.motions = [str(m) for m in motions]
     cfg.env.adaptive_sampling = dataclasses.replace(cfg.env.adaptive_sampling, clip_balance=balance)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    threads = torch.get_num_threads()  # the runner resizes torch's pool to runner.threads: restored after
     try:
         env = MujocoTrackingEnv(cfg.env, robot=cart_robot(), clips=clips)
         runner = OnPolicyRunner(cfg, log_dir=None, env=env)

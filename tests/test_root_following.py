@@ -155,8 +155,7 @@ def test_the_tracker_learns_to_follow_a_slipping_root_in_seconds(old, tmp_path):
     cfg = _cfg(save_motion(clip, tmp_path / "stop_and_go.npz"), old)
     measured = copy.deepcopy(cfg)
     measured.env.termination = dataclasses.replace(cfg.env.termination, anchor_position=None)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    threads = torch.get_num_threads()  # the runner resizes torch's pool to runner.threads: restored after
     summaries, trained = [], 0
     try:
         runner = OnPolicyRunner(cfg, log_dir=None, env=MujocoTrackingEnv(cfg.env, robot=cart_robot(), clips=[clip]))
