@@ -64,6 +64,10 @@ class RunnerConfig:
     The evaluation after training (``mimic-rl train``) does not depend on it."""
     eval_envs: Annotated[int, Range(1)] = 8
     """Envs per clip in those evaluations."""
+    keep_best: bool = True
+    """Save the checkpoint of the best of those evaluations as ``model_best.pt`` (a higher mean success; at equal
+    success a larger share of the clips reached, then a lower global MPJPE; its ``best_eval`` says which); the best of
+    many small evaluations is biased up, so evaluate it again (``mimic-rl eval --num-envs 64``)."""
     seed: Annotated[int, Range(0)] = 0
     device: str = "cpu"
     logger: Literal["tensorboard", "wandb", "none"] = "tensorboard"

@@ -29,10 +29,10 @@ __all__ = [
 
 RUNS_ROOT = Path("runs")
 """Where runs go without ``--log-dir`` (relative to the working directory)."""
-_MARKERS = re.compile(r"^(config\.yaml|model_\d+\.pt|metrics\.jsonl|events\.out\.tfevents\..+)$")
+_MARKERS = re.compile(r"^(config\.yaml|model_(\d+|best)\.pt|metrics\.jsonl|events\.out\.tfevents\..+)$")
 """Files whose presence means a folder holds a run."""
 _TOP_LEVEL = re.compile(
-    r"^(config\.yaml|model_\d+\.pt|\.model_\d+\.pt\.tmp-\d+|(metrics|evals)\.jsonl|events\.out\.tfevents\..+"
+    r"^(config\.yaml|model_(\d+|best)\.pt|\.model_(\d+|best)\.pt\.tmp-\d+|(metrics|evals)\.jsonl|events\.out\.tfevents\..+"
     r"|eval(_teacher)?\.json)$"
 )
 """Files a run writes at the top of its folder (checkpoints and their temporary files, config, logs, evaluations)."""

@@ -20,6 +20,8 @@ RUN_FILES = [
     "model_1.pt",
     "model_20.pt",
     ".model_21.pt.tmp-123",
+    "model_best.pt",  # runner.keep_best
+    ".model_best.pt.tmp-7",
     "metrics.jsonl",
     "events.out.tfevents.1700000000.host.1.0",
     "eval.json",
@@ -30,7 +32,7 @@ RUN_FILES = [
     "export/policy.pt",
     "export/README.md",
 ]
-USER_FILES = ["notes.txt", "model_best.pt", "config.yml", "plots/notes.md", "export/README", "data/model_3.pt"]
+USER_FILES = ["notes.txt", "model_best_mine.pt", "config.yml", "plots/notes.md", "export/README", "data/model_3.pt"]
 
 
 def _make(folder: Path, names: list[str]) -> None:

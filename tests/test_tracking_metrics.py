@@ -187,3 +187,58 @@ def test_failure_summary_and_eval_scalars_by_hand():
     assert one == {f"eval/{k}": v for k, v in keys.items()}  # one clip: no per-clip copies
     two = eval_scalars({"clips": [{"name": "a", **keys}, {"name": "a", **keys}], "summary": keys})
     assert two["eval/a/success_rate"] == 0.5 and two["eval/a#1/root_mpjpe_mm"] == 2.0 and len(two) == 12
+
+
+def test_best_evaluation_rule_by_hand():
+    from mimic_rl.runners.checkpoint import beats_best
+
+    def rec(success, mpjpe, reached=1.0):
+        return {"success_rate": success, "episode_length_fraction": reached, "global_mpjpe_mm": mpjpe}
+
+    assert beats_best(rec(0.0, float("nan")), None)  # anything beats no best
+    assert beats_best(rec(0.5, 120.0, 0.6), rec(0.44, 50.0, 0.9))  # success first, however large the error
+    assert not beats_best(rec(0.44, 50.0), rec(0.5, 120.0))
+    assert beats_best(rec(0.0, 110.0, 0.3), rec(0.0, 70.0, 0.1))  # no success: the share of the clip reached
+    assert not beats_best(rec(0.0, 70.0, 0.1), rec(0.0, 110.0, 0.3))
+    assert beats_best(rec(0.5, 90.0), rec(0.5, 100.0)) and not beats_best(rec(0.5, 100.0), rec(0.5, 90.0))
+    assert not beats_best(rec(0.5, 100.0), rec(0.5, 100.0))  # a tie keeps the earlier checkpoint
+    assert beats_best(rec(0.5, 100.0), rec(0.5, float("nan"))) and not beats_best(rec(0.5, float("nan")), rec(0.5, 1.0))
+
+
+def test_keep_best_saves_the_best_evaluation_and_a_resume_keeps_the_folders_best(tmp_path):
+    """``model_best.pt`` is the checkpoint of the best line of ``evals.jsonl`` (the same weights as that iteration's
+    ``model_<N>.pt``), and a resumed run compares against the folder's ``model_best.pt``, not against nothing."""
+    import json
+
+    from mimic_rl.runners import latest_checkpoint, load_checkpoint, save_checkpoint
+
+    kin = RobotKinematics(humanoid28_config().mjcf)
+    clip = synthetic_clip(kin, SyntheticMotionConfig(duration=0.4, fps=50.0, amplitude=0.0))
+    cfg = _cfg(TerminationConfig(anchor_height=0.3, anchor_tilt=None, ee_height=None))
+    cfg.env.motions = [str(save_motion(clip, tmp_path / "clip.npz"))]
+    cfg.runner.eval_interval, cfg.runner.eval_envs, cfg.runner.save_interval = 1, 2, 1
+    run = tmp_path / "run"
+    OnPolicyRunner(cfg, log_dir=run).learn(4)
+    lines = [json.loads(line) for line in (run / "evals.jsonl").read_text().splitlines()]
+    best = lines[0]  # by hand: the first line of the highest success, share of the clip reached, -global MPJPE
+    for line in lines[1:]:
+        s, b = line["summary"], best["summary"]
+        keys = ("success_rate", "episode_length_fraction")
+        if (*(s[k] for k in keys), -s["global_mpjpe_mm"]) > (*(b[k] for k in keys), -b["global_mpjpe_mm"]):
+            best = line
+    assert len({line["summary"]["global_mpjpe_mm"] for line in lines}) == 4  # the evaluations differ
+    saved = load_checkpoint(run / "model_best.pt")
+    assert saved["best_eval"]["iteration"] == best["iteration"] == saved["iteration"]
+    assert saved["best_eval"]["global_mpjpe_mm"] == pytest.approx(best["summary"]["global_mpjpe_mm"])
+    same = load_checkpoint(run / f"model_{best['iteration']}.pt")
+    for name, tensor in saved["actor_state_dict"].items():
+        assert torch.equal(tensor, same["actor_state_dict"][name])
+    assert latest_checkpoint(run).name == "model_4.pt"  # model_best.pt is not a resume point
+
+    saved["best_eval"]["success_rate"] = 2.0  # a best no evaluation can beat
+    save_checkpoint(saved, run / "model_best.pt")
+    resumed = OnPolicyRunner(cfg, log_dir=run)
+    resumed.load(run / "model_4.pt")
+    resumed.learn(2)
+    assert load_checkpoint(run / "model_best.pt")["best_eval"]["success_rate"] == 2.0
+    assert resumed.best_eval["iteration"] == best["iteration"]

@@ -1,9 +1,11 @@
-"""Checkpoints for the runners: safe, atomic files (``mimic_rl.serialization``) and the random state an exact resume
-needs."""
+"""Checkpoints for the runners: safe, atomic files (``mimic_rl.serialization``), the random state an exact resume
+needs, and the rule that picks a run's best checkpoint (``model_best.pt``)."""
 
 from __future__ import annotations
 
+import math
 import random
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,10 +20,14 @@ from mimic_rl.serialization import (
 )
 
 __all__ = [
+    "BEST_CHECKPOINT",
+    "beats_best",
+    "best_record",
     "capture_rng_state",
     "checkpoint_kind",
     "latest_checkpoint",
     "load_checkpoint",
+    "read_best_record",
     "remove_orphan_checkpoints",
     "restore_rng_state",
     "save_checkpoint",
@@ -51,3 +57,40 @@ def restore_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
+BEST_CHECKPOINT = "model_best.pt"
+"""The checkpoint of a run's best evaluation from the clips' start (``runner.keep_best``), beside ``model_<N>.pt``."""
+
+
+def best_record(iteration: int, total_steps: int, scalars: dict[str, float]) -> dict[str, float]:
+    """What ``model_best.pt`` records of its evaluation (``best_eval``): when, and its mean success, share of the
+    clips reached and global MPJPE."""
+    return {
+        "iteration": int(iteration),
+        "total_steps": int(total_steps),
+        "success_rate": float(scalars["eval/success_rate"]),
+        "episode_length_fraction": float(scalars["eval/episode_length_fraction"]),
+        "global_mpjpe_mm": float(scalars["eval/global_mpjpe_mm"]),
+    }
+
+
+def beats_best(record: dict[str, float], best: dict[str, float] | None) -> bool:
+    """Whether evaluation ``record`` is better than ``best`` (None: no best yet): a higher mean success from the
+    clips' start; at the same success, a larger share of the clips reached; then a lower global MPJPE (a NaN MPJPE
+    ranks below any number). A tie keeps ``best``."""
+    if best is None:
+        return True
+    for key in ("success_rate", "episode_length_fraction"):
+        if record[key] != best[key]:
+            return record[key] > best[key]
+    mine, theirs = record["global_mpjpe_mm"], best["global_mpjpe_mm"]
+    return not math.isnan(mine) and (math.isnan(theirs) or mine < theirs)
+
+
+def read_best_record(path: str | Path) -> dict[str, float] | None:
+    """The ``best_eval`` record of the checkpoint at ``path``; None when there is no file, or it has no record."""
+    if not Path(path).is_file():
+        return None
+    record = load_checkpoint(path, "cpu", str(path)).get("best_eval")
+    return dict(record) if isinstance(record, dict) else None

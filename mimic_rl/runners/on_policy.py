@@ -20,9 +20,14 @@ import torch
 from mimic_rl.algorithms.distributed import init_distributed, multi_gpu_config_from_env
 from mimic_rl.algorithms.ppo import MMPPO
 from mimic_rl.config import TrainConfig, save_config, to_dict
+from mimic_rl.errors import CheckpointError
 from mimic_rl.runners.checkpoint import (
+    BEST_CHECKPOINT,
+    beats_best,
+    best_record,
     capture_rng_state,
     load_checkpoint,
+    read_best_record,
     remove_orphan_checkpoints,
     restore_rng_state,
     save_checkpoint,
@@ -81,6 +86,9 @@ class OnPolicyRunner:
         """Opened by ``learn()``: a run that fails to start (a bad config, checkpoint or env) writes nothing."""
         self._warned = {"nonfinite_batches": 0.0, "nonfinite_obs_rows": 0.0}
         self._saved_iteration = -1
+        self.best_eval: dict[str, float] | None = None
+        """The record of ``model_best.pt`` (``runner.keep_best``), read from the run folder at the first evaluation."""
+        self._best_read = False
         self.iteration = 0
         self.total_steps = 0
         self.total_time = 0.0
@@ -182,17 +190,41 @@ class OnPolicyRunner:
         self.alg.train_mode()
         scalars = eval_scalars(evaluation)
         scalars["perf/total_steps"] = self.total_steps
+        best = ""
         if self.logger is not None:  # called outside learn(): return the numbers, log nothing
             self.logger.log(self.iteration, scalars)
             append_eval_history(self.log_dir / "evals.jsonl", self.iteration, self.total_steps, evaluation)
+            best = self._keep_best(scalars)
         print(
             f"eval from the clips' start at iteration {self.iteration} ({self.total_steps / 1e6:.2f} M env steps): "
             f"success {scalars['eval/success_rate']:.2f}, global MPJPE {scalars['eval/global_mpjpe_mm']:.1f} mm, "
             f"root-relative MPJPE {scalars['eval/root_mpjpe_mm']:.1f} mm, "
-            f"{100 * scalars['eval/episode_length_fraction']:.0f}% of the clip{failure_summary(evaluation['clips'])}",
+            f"{100 * scalars['eval/episode_length_fraction']:.0f}% of the clip{failure_summary(evaluation['clips'])}"
+            f"{best}",
             flush=True,
         )
         return scalars
+
+    def _keep_best(self, scalars: dict[str, float]) -> str:
+        """Write ``model_best.pt`` when this evaluation beats the run folder's best so far (``runner.keep_best``);
+        returns the note for the evaluation's line ("" when nothing was written)."""
+        if not getattr(self.cfg.runner, "keep_best", False):
+            return ""
+        path = self.log_dir / BEST_CHECKPOINT
+        if not self._best_read:  # a resumed run (or one resumed from an earlier checkpoint) keeps the folder's best
+            self._best_read = True
+            try:
+                self.best_eval = read_best_record(path)
+            except CheckpointError as error:  # an unreadable file is replaced, not a reason to stop training
+                print(f"warning: {path} could not be read ({error}); the next best evaluation replaces it", flush=True)
+        record = best_record(self.iteration, self.total_steps, scalars)
+        if not beats_best(record, self.best_eval):
+            return ""
+        state = self.state_dict()
+        state["best_eval"] = record
+        save_checkpoint(state, path)
+        self.best_eval = record
+        return f"; the best so far: {path.name}"
 
     def _save_iteration(self) -> Path | None:
         """``model_<iteration>.pt`` on the main rank, unless this iteration is saved already."""
