@@ -113,10 +113,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"checkpoint: {checkpoint}")
     best = runner.best_eval
     if best is not None:
+        from mimic_rl.runners.checkpoint import BEST_CHECKPOINT
+
         print(
             f"best evaluation from the clips' start: iteration {best['iteration']} ({best['total_steps'] / 1e6:.2f} M "
             f"env steps), success {best['success_rate']:.2f}, global MPJPE {best['global_mpjpe_mm']:.1f} mm: "
-            f"{log_dir / 'model_best.pt'} (evaluate it again with more envs: mimic-rl eval --num-envs 64)"
+            f"{log_dir / BEST_CHECKPOINT} (evaluate it again with more envs: mimic-rl eval --num-envs 64)"
         )
     if not args.no_eval and not cfg.env.motions:  # a simulator's own task without motion clips (e.g. Isaac-Humanoid)
         print(f"eval: skipped ({subject} has no motion clips to evaluate from their first frame)")

@@ -32,8 +32,8 @@ RUNS_ROOT = Path("runs")
 _MARKERS = re.compile(r"^(config\.yaml|model_(\d+|best)\.pt|metrics\.jsonl|events\.out\.tfevents\..+)$")
 """Files whose presence means a folder holds a run."""
 _TOP_LEVEL = re.compile(
-    r"^(config\.yaml|model_(\d+|best)\.pt|\.model_(\d+|best)\.pt\.tmp-\d+|(metrics|evals)\.jsonl|events\.out\.tfevents\..+"
-    r"|eval(_teacher)?\.json)$"
+    r"^(config\.yaml|model_(\d+|best)\.pt|\.model_(\d+|best)\.pt\.tmp-\d+|(metrics|evals)\.jsonl"
+    r"|events\.out\.tfevents\..+|eval(_teacher)?\.json)$"
 )
 """Files a run writes at the top of its folder (checkpoints and their temporary files, config, logs, evaluations)."""
 _SUBFOLDERS = {"plots": re.compile(r"^.+\.png$"), "export": re.compile(r"^(policy\.(pt|onnx|json)|README\.md)$")}
