@@ -115,9 +115,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     if best is not None:
         from mimic_rl.runners.checkpoint import BEST_CHECKPOINT
 
+        worst = best.get("worst_clip_success_rate", best["success_rate"])
+        lowest = f" (lowest clip {worst:.2f})" if len(cfg.env.motions or ()) > 1 else ""
         print(
             f"best evaluation from the clips' start: iteration {best['iteration']} ({best['total_steps'] / 1e6:.2f} M "
-            f"env steps), success {best['success_rate']:.2f}, global MPJPE {best['global_mpjpe_mm']:.1f} mm: "
+            f"env steps), success {best['success_rate']:.2f}{lowest}, global MPJPE {best['global_mpjpe_mm']:.1f} mm: "
             f"{log_dir / BEST_CHECKPOINT} (evaluate it again with more envs: mimic-rl eval --num-envs 64)"
         )
     if not args.no_eval and not cfg.env.motions:  # a simulator's own task without motion clips (e.g. Isaac-Humanoid)

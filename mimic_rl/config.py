@@ -68,6 +68,9 @@ class RunnerConfig:
     """Save the checkpoint of the best of those evaluations as ``model_best.pt`` (a higher mean success; at equal
     success a larger share of the clips reached, then a lower global MPJPE; its ``best_eval`` says which); the best of
     many small evaluations is biased up, so evaluate it again (``mimic-rl eval --num-envs 64``)."""
+    best_by: Literal["mean", "worst_clip"] = "mean"
+    """How ``keep_best`` ranks evaluations of several clips: ``mean``, the mean success over clips first;
+    ``worst_clip``, the lowest clip's success first, then the mean (for a policy that must track every clip)."""
     seed: Annotated[int, Range(0)] = 0
     device: str = "cpu"
     logger: Literal["tensorboard", "wandb", "none"] = "tensorboard"

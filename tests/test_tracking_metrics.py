@@ -185,8 +185,10 @@ def test_failure_summary_and_eval_scalars_by_hand():
     keys = {"success_rate": 0.5, "global_mpjpe_mm": 1.0, "root_mpjpe_mm": 2.0, "episode_length_fraction": 0.75}
     one = eval_scalars({"clips": [{"name": "a", **keys}], "summary": keys})
     assert one == {f"eval/{k}": v for k, v in keys.items()}  # one clip: no per-clip copies
-    two = eval_scalars({"clips": [{"name": "a", **keys}, {"name": "a", **keys}], "summary": keys})
-    assert two["eval/a/success_rate"] == 0.5 and two["eval/a#1/root_mpjpe_mm"] == 2.0 and len(two) == 12
+    low = {**keys, "success_rate": 0.25}
+    two = eval_scalars({"clips": [{"name": "a", **keys}, {"name": "a", **low}], "summary": keys})
+    assert two["eval/a/success_rate"] == 0.5 and two["eval/a#1/root_mpjpe_mm"] == 2.0 and len(two) == 13
+    assert two["eval/worst_clip_success_rate"] == 0.25 and two["eval/a#1/success_rate"] == 0.25
 
 
 def test_best_evaluation_rule_by_hand():
@@ -203,6 +205,17 @@ def test_best_evaluation_rule_by_hand():
     assert beats_best(rec(0.5, 90.0), rec(0.5, 100.0)) and not beats_best(rec(0.5, 100.0), rec(0.5, 90.0))
     assert not beats_best(rec(0.5, 100.0), rec(0.5, 100.0))  # a tie keeps the earlier checkpoint
     assert beats_best(rec(0.5, 100.0), rec(0.5, float("nan"))) and not beats_best(rec(0.5, float("nan")), rec(0.5, 1.0))
+
+    # runner.best_by=worst_clip: the lowest clip's success first (clips 1.0 / 0.6 against 0.7 / 0.7), then the mean
+    even = {**rec(0.7, 100.0), "worst_clip_success_rate": 0.7}
+    uneven = {**rec(0.8, 90.0), "worst_clip_success_rate": 0.6}
+    assert beats_best(uneven, even) and not beats_best(even, uneven)  # the mean's rule
+    assert beats_best(even, uneven, "worst_clip") and not beats_best(uneven, even, "worst_clip")
+    higher_mean = {**rec(0.75, 100.0), "worst_clip_success_rate": 0.7}
+    assert beats_best(higher_mean, even, "worst_clip") and not beats_best(even, even, "worst_clip")
+    assert beats_best(even, rec(0.65, 50.0), "worst_clip")  # a record without the lowest clip's counts its mean
+    with pytest.raises(ValueError, match="best_by"):
+        beats_best(even, uneven, "min")
 
 
 def test_keep_best_saves_the_best_evaluation_and_a_resume_keeps_the_folders_best(tmp_path):
@@ -242,3 +255,25 @@ def test_keep_best_saves_the_best_evaluation_and_a_resume_keeps_the_folders_best
     resumed.learn(2)
     assert load_checkpoint(run / "model_best.pt")["best_eval"]["success_rate"] == 2.0
     assert resumed.best_eval["iteration"] == best["iteration"]
+
+
+@pytest.mark.parametrize("best_by", ["mean", "worst_clip"])
+def test_keep_best_ranks_by_the_configured_rule(best_by, tmp_path):
+    """``runner.best_by`` reaches the runner's choice: of two evaluations (clips at 1.0 / 0.6, then 0.7 / 0.7), the
+    mean's rule keeps the first in ``model_best.pt``, the lowest clip's rule replaces it with the second."""
+    from mimic_rl.runners import load_checkpoint
+
+    kin = RobotKinematics(humanoid28_config().mjcf)
+    clip = synthetic_clip(kin, SyntheticMotionConfig(duration=0.4, fps=50.0, amplitude=0.0))
+    cfg = _cfg(TerminationConfig(anchor_height=0.3, anchor_tilt=None, ee_height=None))
+    cfg.env.motions = [str(save_motion(clip, tmp_path / "clip.npz"))]
+    cfg.runner.best_by = best_by
+    runner = OnPolicyRunner(cfg, log_dir=tmp_path / "run")
+    scalars = {"eval/episode_length_fraction": 1.0, "eval/global_mpjpe_mm": 80.0}
+    uneven = {**scalars, "eval/success_rate": 0.8, "eval/worst_clip_success_rate": 0.6}
+    even = {**scalars, "eval/success_rate": 0.7, "eval/worst_clip_success_rate": 0.7}
+    assert runner._keep_best(uneven)
+    runner.iteration = 7
+    assert bool(runner._keep_best(even)) == (best_by == "worst_clip")
+    saved = load_checkpoint(tmp_path / "run" / "model_best.pt")["best_eval"]
+    assert (saved["iteration"], saved["worst_clip_success_rate"]) == ((7, 0.7) if best_by == "worst_clip" else (0, 0.6))

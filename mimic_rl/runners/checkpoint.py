@@ -20,6 +20,7 @@ from mimic_rl.serialization import (
 )
 
 __all__ = [
+    "BEST_BY",
     "BEST_CHECKPOINT",
     "beats_best",
     "best_record",
@@ -63,27 +64,41 @@ BEST_CHECKPOINT = "model_best.pt"
 """The checkpoint of a run's best evaluation from the clips' start (``runner.keep_best``), beside ``model_<N>.pt``."""
 
 
+BEST_BY = ("mean", "worst_clip")
+"""The rules of ``runner.best_by``: rank evaluations by the mean success over clips, or by the lowest clip's first."""
+
+
 def best_record(iteration: int, total_steps: int, scalars: dict[str, float]) -> dict[str, float]:
-    """What ``model_best.pt`` records of its evaluation (``best_eval``): when, and its mean success, share of the
-    clips reached and global MPJPE."""
+    """What ``model_best.pt`` records of its evaluation (``best_eval``): when, and its mean and lowest clip's success,
+    share of the clips reached and global MPJPE."""
+    success = float(scalars["eval/success_rate"])
     return {
         "iteration": int(iteration),
         "total_steps": int(total_steps),
-        "success_rate": float(scalars["eval/success_rate"]),
+        "success_rate": success,
+        "worst_clip_success_rate": float(scalars.get("eval/worst_clip_success_rate", success)),
         "episode_length_fraction": float(scalars["eval/episode_length_fraction"]),
         "global_mpjpe_mm": float(scalars["eval/global_mpjpe_mm"]),
     }
 
 
-def beats_best(record: dict[str, float], best: dict[str, float] | None) -> bool:
+def beats_best(record: dict[str, float], best: dict[str, float] | None, by: str = "mean") -> bool:
     """Whether evaluation ``record`` is better than ``best`` (None: no best yet): a higher mean success from the
-    clips' start; at the same success, a larger share of the clips reached; then a lower global MPJPE (a NaN MPJPE
-    ranks below any number). A tie keeps ``best``."""
+    clips' start (``by="worst_clip"``: a higher lowest clip's success first, then the mean); at the same success, a
+    larger share of the clips reached; then a lower global MPJPE (a NaN MPJPE ranks below any number). A tie keeps
+    ``best``; a ``best`` recorded without the lowest clip's success (before it was recorded) counts its mean."""
+    if by not in BEST_BY:
+        raise ValueError(f"best_by must be one of {', '.join(BEST_BY)}, found {by!r}")
     if best is None:
         return True
-    for key in ("success_rate", "episode_length_fraction"):
-        if record[key] != best[key]:
-            return record[key] > best[key]
+
+    def ranks(r: dict[str, float]) -> tuple[float, ...]:
+        mean = (r["success_rate"], r["episode_length_fraction"])
+        return (r.get("worst_clip_success_rate", r["success_rate"]), *mean) if by == "worst_clip" else mean
+
+    for mine, theirs in zip(ranks(record), ranks(best)):
+        if mine != theirs:
+            return mine > theirs
     mine, theirs = record["global_mpjpe_mm"], best["global_mpjpe_mm"]
     return not math.isnan(mine) and (math.isnan(theirs) or mine < theirs)
 

@@ -218,7 +218,7 @@ class OnPolicyRunner:
             except CheckpointError as error:  # an unreadable file is replaced, not a reason to stop training
                 print(f"warning: {path} could not be read ({error}); the next best evaluation replaces it", flush=True)
         record = best_record(self.iteration, self.total_steps, scalars)
-        if not beats_best(record, self.best_eval):
+        if not beats_best(record, self.best_eval, getattr(self.cfg.runner, "best_by", "mean")):
             return ""
         state = self.state_dict()
         state["best_eval"] = record

@@ -185,11 +185,13 @@ def summarize(results: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
 def eval_scalars(evaluation: Mapping[str, Any]) -> dict[str, float]:
     """``eval/*`` scalars of an evaluation (``{"clips": [...], "summary": {...}}``): the mean success, global and
     root-relative MPJPE and episode length fraction over clips and, with several clips, each clip's under
-    ``eval/<clip name>/`` (a repeated name gets ``#<index>``)."""
+    ``eval/<clip name>/`` (a repeated name gets ``#<index>``) and the lowest clip's success as
+    ``eval/worst_clip_success_rate``."""
     keys = ("success_rate", "global_mpjpe_mm", "root_mpjpe_mm", "episode_length_fraction")
     scalars = {f"eval/{k}": float(evaluation["summary"][k]) for k in keys}
     clips = evaluation["clips"]
     if len(clips) > 1:
+        scalars["eval/worst_clip_success_rate"] = min(float(clip["success_rate"]) for clip in clips)
         seen: set[str] = set()
         for i, clip in enumerate(clips):
             name = clip["name"] if clip["name"] not in seen else f"{clip['name']}#{i}"
