@@ -40,11 +40,17 @@ def test_the_first_evaluation_at_the_target_and_its_env_steps_per_clip_second(tm
     assert eval_history.main([str(run), "--every", "3", "--json", str(out)]) == 0
     rows = capsys.readouterr().out.splitlines()
     # the first, the crossing (iteration 150) and the last are printed whatever --every says; iteration 100 is not
-    assert [r.split()[0] for r in rows[2:-1]] == ["0.50", "1.50", "2.00"]
+    assert [r.split()[0] for r in rows[2:-2]] == ["0.50", "1.50", "2.00"]
     assert rows[3].split() == ["1.50", "0.85", "60.0", "91%", "1.00", "0.70"]  # iteration 150, each clip's success
-    assert rows[-1].endswith("at 1.50 M env steps (0.85); 0.30 M env steps per clip-second")
+    assert rows[-2].endswith("at 1.50 M env steps (0.85); 0.30 M env steps per clip-second")
+    assert rows[-1] == "every clip's success >= 0.9: not reached by 2.00 M env steps (lowest clip 0.80 there)"
     assert json.loads(out.read_text())[0]["env_steps"] == 1_500_000
     assert eval_history.first_reached(run, eval_history.read_history(run), 0.95).env_steps is None
+    each = eval_history.first_reached(run, eval_history.read_history(run), 0.8, each_target=0.7)
+    assert (each.each_clip_env_steps, each.each_clip_lowest) == (1_500_000, 0.7)  # 1.0 / 0.7 at iteration 150
+    assert eval_history.main([str(run), "--each-target", "0.7"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == "every clip's success >= 0.7: at 1.50 M env steps (lowest clip 0.70)"
 
 
 def test_a_resumed_run_s_redone_evaluations_replace_the_lost_stretch(tmp_path):

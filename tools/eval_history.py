@@ -4,9 +4,10 @@ Reads ``RUN/evals.jsonl`` (one line per evaluation during training: env steps, e
 prints, per evaluation, the env steps, the mean success over clips, the mean global MPJPE, the mean share of the clips
 reached and each clip's success (a resumed run's re-done evaluations replace those of the stretch it lost); then the
 first evaluation at which the mean success reached ``--target`` and the env steps per clip-second there (those env steps
-divided by the clips' total duration: issue 30's scaling measure), or "not reached".
+divided by the clips' total duration: issue 30's scaling measure), or "not reached"; with several clips, also the
+first evaluation at which every clip's success reached ``--each-target`` (issue 30's "≥ 0.9 on each").
 
-    python tools/eval_history.py RUN [RUN ...] [--target 0.8] [--every 1] [--json OUT.json]
+    python tools/eval_history.py RUN [RUN ...] [--target 0.8] [--each-target 0.9] [--every 1] [--json OUT.json]
 
 ``--every K`` prints every K-th evaluation (the first, the crossing and the last are always printed).
 """
@@ -33,6 +34,10 @@ class Reached:
     env_steps: int | None
     mean_success: float | None
     env_steps_per_clip_second: float | None
+    each_clip_env_steps: int | None = None
+    """The env steps of the first evaluation at which every clip's success reached the each-clip target (None: not)."""
+    each_clip_lowest: float | None = None
+    """The lowest clip's success there (not reached: at the last evaluation)."""
 
 
 def read_history(run: Path) -> list[dict]:
@@ -61,13 +66,20 @@ def mean_success(entry: dict) -> float:
     return float(entry["summary"]["success_rate"])
 
 
-def first_reached(run: Path, history: list[dict], target: float) -> Reached:
-    """The first evaluation of ``history`` whose mean success is at least ``target``, with the run's totals."""
+def lowest_success(entry: dict) -> float:
+    """The evaluation's lowest clip's success rate."""
+    return min(float(c["success_rate"]) for c in entry["clips"])
+
+
+def first_reached(run: Path, history: list[dict], target: float, each_target: float = 0.9) -> Reached:
+    """The first evaluation of ``history`` whose mean success is at least ``target`` and the first whose every clip's
+    success is at least ``each_target``, with the run's totals."""
     if not history:
         raise ValueError(f"{run}: no evaluations in its evals.jsonl; train with runner.eval_interval > 0")
     duration = sum(c["duration_s"] for c in history[-1]["clips"])
     hit = next((e for e in history if mean_success(e) >= target), None)
     steps = None if hit is None else int(hit["total_steps"])
+    each = next((e for e in history if lowest_success(e) >= each_target), None)
     return Reached(
         run=str(run),
         clips=len(history[-1]["clips"]),
@@ -78,6 +90,8 @@ def first_reached(run: Path, history: list[dict], target: float) -> Reached:
         env_steps=steps,
         mean_success=None if hit is None else mean_success(hit),
         env_steps_per_clip_second=None if steps is None else steps / duration,
+        each_clip_env_steps=None if each is None else int(each["total_steps"]),
+        each_clip_lowest=lowest_success(history[-1] if each is None else each),
     )
 
 
@@ -97,23 +111,39 @@ def table(history: list[dict], every: int, keep: set[int]) -> list[str]:
     return rows
 
 
+def each_clip_line(reached: Reached, each_target: float) -> str:
+    """The line that says when every clip's success first reached ``each_target``, or that it did not."""
+    if reached.each_clip_env_steps is None:
+        return (
+            f"every clip's success >= {each_target}: not reached by {reached.last_env_steps / 1e6:.2f} M env steps "
+            f"(lowest clip {reached.each_clip_lowest:.2f} there)"
+        )
+    return (
+        f"every clip's success >= {each_target}: at {reached.each_clip_env_steps / 1e6:.2f} M env steps "
+        f"(lowest clip {reached.each_clip_lowest:.2f})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print each run's evaluation table and when its mean success reached the target."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, help="run folders (or evals.jsonl files)")
     parser.add_argument("--target", type=float, default=0.8, help="the mean success to reach (default 0.8)")
+    parser.add_argument(
+        "--each-target", type=float, default=0.9, help="with several clips, the success each clip must reach (0.9)"
+    )
     parser.add_argument("--every", type=int, default=1, help="print every K-th evaluation (default 1)")
     parser.add_argument("--json", type=Path, help="also write the results (one entry per run) to this file")
     args = parser.parse_args(argv)
-    if args.every < 1 or not 0 < args.target <= 1:
-        parser.error("--every must be at least 1 and --target in (0, 1]")
+    if args.every < 1 or not 0 < args.target <= 1 or not 0 < args.each_target <= 1:
+        parser.error("--every must be at least 1, --target and --each-target in (0, 1]")
     results = []
     for run in args.runs:
         history = read_history(run)
         if not history:
             print(f"{run}: no evals.jsonl with evaluations; pass a run folder of mimic-rl train", file=sys.stderr)
             return 2
-        reached = first_reached(run, history, args.target)
+        reached = first_reached(run, history, args.target, args.each_target)
         crossing = {i for i, e in enumerate(history) if int(e["total_steps"]) == reached.env_steps}
         print(f"{run}: {reached.clips} clips, {reached.total_duration_s:.1f} s in all")
         print("\n".join(table(history, args.every, {0, len(history) - 1} | crossing)))
@@ -128,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"({reached.mean_success:.2f}); "
                 f"{reached.env_steps_per_clip_second / 1e6:.2f} M env steps per clip-second"
             )
+        if reached.clips > 1:
+            print(each_clip_line(reached, args.each_target))
         results.append(asdict(reached))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
