@@ -2,6 +2,7 @@
 
     python tools/install_isaaclab.py            # into this interpreter's environment (a virtual environment of its own)
     python tools/install_isaaclab.py --dry-run  # print the pip commands only
+    python tools/install_isaaclab.py --no-compile  # pip's --no-compile: no byte-compiling at install (CI)
 
 Isaac Lab 3.0.0 on PyPI is one wheel (``isaaclab``, with ``isaaclab_newton``, ``isaaclab_rl``, ``isaaclab_tasks`` and
 ``isaaclab_assets``) that asks for Python 3.12 and pins ``torch==2.11.0``. On Python 3.12 with a GPU, install it the
@@ -60,13 +61,16 @@ def main() -> int:
     """Install the wheel, then its requirements; returns pip's exit code."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dry-run", action="store_true", help="print the pip commands, install nothing")
+    parser.add_argument(
+        "--no-compile", action="store_true", help="pass --no-compile to pip: modules are compiled when first imported"
+    )
     args = parser.parse_args()
     try:
         importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         print("error: torch is not installed here; pip install torch==2.13.0 first (the CPU build)", file=sys.stderr)
         return 2
-    pip = [sys.executable, "-m", "pip", "install", "--quiet"]
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", *(["--no-compile"] if args.no_compile else [])]
     wheel = [*pip, "--no-deps", "--ignore-requires-python", ISAACLAB]
     print(" ".join(wheel), flush=True)
     if not args.dry_run and subprocess.call(wheel):
