@@ -126,12 +126,20 @@ def test_adaptive_sampler_moves_probability_to_failing_bins():
     assert (clip, b) == (1, 3) and prob > 3 * float(p0[1, 3])  # from 0.1 (uniform over 10 bins)
     assert p[1, 2] > p0[1, 2] and p[1, 1] > p0[1, 1]  # the kernel also favours starting just before
     assert p[0].sum() < p0[0].sum() and sampler.entropy() < 0.7
-    assert sampler.stats_scalars() == {
+    scalars = sampler.stats_scalars()
+    assert {k: v for k, v in scalars.items() if "/clip" not in k} == {
         "sampler/entropy": sampler.entropy(),
         "sampler/top_bin_probability": prob,
         "sampler/top_bin_clip": 1.0,
         "sampler/top_bin_time_s": 3.0,
     }
+    # per clip: the share of the starts, of the exposure, and failures per second of exposure, from the EMAs
+    exposure, failures = sampler.exposure.sum(1), sampler.failures.sum(1)
+    for c in range(2):
+        assert scalars[f"sampler/start_share/clip{c}"] == pytest.approx(float(p[c].sum()), rel=1e-6)
+        assert scalars[f"sampler/time_share/clip{c}"] == pytest.approx(float(exposure[c] / exposure.sum()), rel=1e-6)
+        assert scalars[f"sampler/failure_rate/clip{c}"] == pytest.approx(float(failures[c] / exposure[c]), rel=1e-6)
+    assert scalars["sampler/failure_rate/clip0"] == 0.0 and scalars["sampler/start_share/clip1"] > 0.5
     ids, times = lib.sample(4000, "adaptive", g)
     in_bin = ((ids == 1) & (times >= 3) & (times < 4)).float().mean()
     assert float(in_bin) == pytest.approx(float(p[1, 3]), abs=0.03)
@@ -200,6 +208,7 @@ def test_clip_balance_by_rate_shares_the_starts_by_each_clip_failure_rate(weight
     one = MotionLibrary([ramp_clip(T=31)], adaptive=cfg).adaptive
     plain = MotionLibrary([ramp_clip(T=31)], adaptive=AdaptiveSamplingConfig(weighting=weighting)).adaptive
     assert torch.equal(one.probabilities(stats[:, :1, :3]), plain.probabilities(stats[:, :1, :3]))
+    assert len(one.stats_scalars()) == 4  # no per-clip scalars with one clip
 
 
 def test_saved_statistics_load_from_either_layout_and_other_clips_start_afresh():

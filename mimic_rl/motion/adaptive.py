@@ -248,14 +248,29 @@ class AdaptiveSampler:
 
     def stats_scalars(self) -> dict[str, float]:
         """``sampler/*`` scalars for the logs: the normalized entropy (1.0 = uniform over bins), the probability of the
-        most likely bin, and that bin's clip and start time (s): where training starts its episodes."""
+        most likely bin, and that bin's clip and start time (s): where training starts its episodes. With several
+        clips, per clip ``c`` (in the order of the motions) also its share of the starts (``start_share/clip<c>``), of
+        the seconds of motion that ended episodes spent in it (``time_share/clip<c>``, the exposure EMA) and its
+        failures per second of exposure (``failure_rate/clip<c>``)."""
         clip, b, prob = self.top_bin()
-        return {
+        scalars = {
             "sampler/entropy": self.entropy(),
             "sampler/top_bin_probability": prob,
             "sampler/top_bin_clip": float(clip),
             "sampler/top_bin_time_s": b * self.bin_duration,
         }
+        if self.base.shape[0] > 1:
+            exposure, failures = self.stats[1].sum(1), self.stats[0].sum(1)
+            columns = torch.stack(
+                (
+                    self.probabilities().sum(1),
+                    exposure / exposure.sum().clamp(min=1e-12),
+                    failures / exposure.clamp(min=1e-6) * (exposure > 1e-6),
+                )
+            ).tolist()
+            for name, values in zip(("start_share", "time_share", "failure_rate"), columns, strict=True):
+                scalars.update({f"sampler/{name}/clip{c}": v for c, v in enumerate(values)})
+        return scalars
 
     def top_bin(self) -> tuple[int, int, float]:
         """(clip id, bin index, probability) of the most likely bin."""
