@@ -40,17 +40,43 @@ def test_the_first_evaluation_at_the_target_and_its_env_steps_per_clip_second(tm
     assert eval_history.main([str(run), "--every", "3", "--json", str(out)]) == 0
     rows = capsys.readouterr().out.splitlines()
     # the first, the crossing (iteration 150) and the last are printed whatever --every says; iteration 100 is not
-    assert [r.split()[0] for r in rows[2:-2]] == ["0.50", "1.50", "2.00"]
+    assert [r.split()[0] for r in rows[2:-3]] == ["0.50", "1.50", "2.00"]
     assert rows[3].split() == ["1.50", "0.85", "60.0", "91%", "1.00", "0.70"]  # iteration 150, each clip's success
-    assert rows[-2].endswith("at 1.50 M env steps (0.85); 0.30 M env steps per clip-second")
-    assert rows[-1] == "every clip's success >= 0.9: not reached by 2.00 M env steps (lowest clip 0.80 there)"
+    assert rows[-3].endswith("at 1.50 M env steps (0.85); 0.30 M env steps per clip-second")
+    assert rows[-2] == "every clip's success >= 0.9: not reached by 2.00 M env steps (lowest clip 0.80 there)"
+    # fewer evaluations than the default window of 5: no average
+    assert rows[-1] == "mean success over 5 evaluations >= 0.8 (held): not reached by 2.00 M env steps"
     assert json.loads(out.read_text())[0]["env_steps"] == 1_500_000
     assert eval_history.first_reached(run, eval_history.read_history(run), 0.95).env_steps is None
     each = eval_history.first_reached(run, eval_history.read_history(run), 0.8, each_target=0.7)
     assert (each.each_clip_env_steps, each.each_clip_lowest) == (1_500_000, 0.7)  # 1.0 / 0.7 at iteration 150
     assert eval_history.main([str(run), "--each-target", "0.7"]) == 0
-    last = capsys.readouterr().out.splitlines()[-1]
+    last = capsys.readouterr().out.splitlines()[-2]
     assert last == "every clip's success >= 0.7: at 1.50 M env steps (lowest clip 0.70)"
+
+
+def test_the_held_line_averages_the_window_of_evaluations_ending_at_each(tmp_path, capsys):
+    # mean successes 0.25, 0.75, 0.85, 0.9, 0.3, 0.95, 1.0: one evaluation crosses 0.8 at 150 (1.5 M env steps), but
+    # averaged over 3 the means are 0.617, 0.833 (at 200), ...: held from 2.0 M; over 4: 0.6875, 0.7, 0.75, 0.7875
+    # (at most), not held
+    successes = [(0.5, 0.0), (1.0, 0.5), (1.0, 0.7), (1.0, 0.8), (0.3, 0.3), (1.0, 0.9), (1.0, 1.0)]
+    run = tmp_path / "run"
+    _write(run, [_entry(50 * (i + 1), s) for i, s in enumerate(successes)])
+    history = eval_history.read_history(run)
+    three = eval_history.first_reached(run, history, 0.8, window=3)
+    assert three.env_steps == 1_500_000 and three.held_env_steps == 2_000_000
+    assert three.held_mean_success == pytest.approx((0.75 + 0.85 + 0.9) / 3)
+    four = eval_history.first_reached(run, history, 0.8, window=4)
+    assert four.held_env_steps is None and four.held_mean_success == pytest.approx((0.3 + 0.95 + 1.0 + 0.9) / 4)
+    assert eval_history.first_reached(run, history, 0.8, window=1).held_env_steps == 1_500_000  # = the first crossing
+    assert eval_history.main([str(run), "--window", "3"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "mean success over 3 evaluations >= 0.8 (held): at 2.00 M env steps (0.83); 0.40 M env steps per clip-second"
+    )
+    assert eval_history.main([str(run), "--window", "4"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "mean success over 4 evaluations >= 0.8 (held): not reached by 3.50 M env steps (at most 0.79)"
+    )
 
 
 def test_a_resumed_run_s_redone_evaluations_replace_the_lost_stretch(tmp_path):
