@@ -155,7 +155,8 @@ def each_clip_line(reached: Reached, each_target: float) -> str:
 def held_line(reached: Reached, target: float) -> str:
     """The line that says when the mean success averaged over ``reached.window`` evaluations first reached
     ``target``, or that it did not."""
-    what = f"mean success over {reached.window} evaluations >= {target} (held)"
+    plural = "s" if reached.window > 1 else ""
+    what = f"mean success over {reached.window} evaluation{plural} >= {target} (held)"
     if reached.held_env_steps is not None:
         per_second = reached.held_env_steps / reached.total_duration_s / 1e6
         return (
