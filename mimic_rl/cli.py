@@ -274,6 +274,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     ev.add_argument("--threads", type=_whole(1), metavar="N", help=THREADS_HELP)
     ev.add_argument(
+        "--action-noise",
+        type=_number(0.0),
+        default=0.0,
+        metavar="S",
+        help="sample actions with S x the policy's own std around its mean (1: as training does; 0: the deterministic "
+        "policy a robot runs)",
+    )
+    ev.add_argument(
         "--set",
         dest="overrides",
         action="append",

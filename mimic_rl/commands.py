@@ -200,6 +200,7 @@ def _evaluate(
     device: str = "cpu",
     threads: int | None = None,
     overrides: list[str] | None = None,
+    action_noise: float = 0.0,
 ) -> dict[str, Any]:
     from mimic_rl.run_config import override_env
     from mimic_rl.runners.evaluation import evaluate_policy
@@ -210,7 +211,9 @@ def _evaluate(
         cfg.runner.threads = threads  # --threads
     if motions:
         cfg.env.motions = [resolve_motion(m) for m in motions]
-    evaluation = evaluate_policy(actor, cfg, num_envs, source=str(checkpoint), trained_config=state["config"])
+    evaluation = evaluate_policy(
+        actor, cfg, num_envs, source=str(checkpoint), trained_config=state["config"], action_noise=action_noise
+    )
     evaluation.update(checkpoint=str(Path(checkpoint).resolve()), iteration=int(state.get("iteration", 0)))
     return evaluation
 
@@ -261,8 +264,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out = output_file(args.output, "--output")
     device = check_device(args.device, "--device")
     evaluation = _evaluate(
-        args.checkpoint, args.num_envs, args.motion, device=device, threads=args.threads, overrides=args.overrides
+        args.checkpoint,
+        args.num_envs,
+        args.motion,
+        device=device,
+        threads=args.threads,
+        overrides=args.overrides,
+        action_noise=args.action_noise,
     )
+    if args.action_noise:
+        noise = f"actions sampled with {args.action_noise:g} x the policy's std"
+        print(f"{noise} (not the deterministic policy a robot runs)")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(evaluation, indent=2))
     _print_summary(evaluation)

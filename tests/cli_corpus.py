@@ -342,6 +342,11 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
         ("--num",),
     ),
     ("eval_output_folder", ["eval", "--checkpoint", "{good}", "--output", "{root}"], (r"--output", r"a folder")),
+    (
+        "eval_action_noise_negative",
+        ["eval", "--checkpoint", "{good}", "--output", "{root}/e.json", "--action-noise", "-1"],
+        (r"--action-noise", r"a number >= 0", r"found -1"),
+    ),
     ("export_output_file", ["export", "--checkpoint", "{good}", "--output", "{a_file}"], (r"--output", r"a file")),
     # ---------------------------------------------------------------- checkpoints
     ("ckpt_missing", ["eval", "--checkpoint", "{root}/model_9.pt", "--output", "{root}/e.json"], (r"--checkpoint",)),

@@ -277,3 +277,23 @@ def test_keep_best_ranks_by_the_configured_rule(best_by, tmp_path):
     assert bool(runner._keep_best(even)) == (best_by == "worst_clip")
     saved = load_checkpoint(tmp_path / "run" / "model_best.pt")["best_eval"]
     assert (saved["iteration"], saved["worst_clip_success_rate"]) == ((7, 0.7) if best_by == "worst_clip" else (0, 0.6))
+
+
+def test_action_noise_samples_the_actor_s_own_gaussian_around_its_mean():
+    """``ActorPolicy(action_noise=S)`` (``mimic-rl eval --action-noise``) acts ``mean + S * std * z`` with ``z`` the
+    standard normal draws of a generator seeded with ``seed``: the same draws, regenerated here; 0 gives the mean."""
+    from mimic_rl.envs import PointMassTrackingEnv
+    from mimic_rl.runners.evaluation import ActorPolicy
+
+    cfg = load_config("tracking_ppo")
+    cfg.actor, cfg.critic = {"hidden_dims": [16], "init_noise_std": 0.7}, {"hidden_dims": [16]}
+    env = PointMassTrackingEnv(num_envs=512, seed=0)
+    actor = OnPolicyRunner(cfg, log_dir=None, env=env).alg.actor
+    obs = env.get_observations()
+    with torch.inference_mode():
+        mean = ActorPolicy(actor, cfg.obs_groups)(obs)
+        assert torch.equal(ActorPolicy(actor, cfg.obs_groups, action_noise=0.0, seed=3)(obs), mean)
+        sampled = ActorPolicy(actor, cfg.obs_groups, action_noise=0.5, seed=3)(obs)
+    z = torch.randn(mean.shape, generator=torch.Generator().manual_seed(3))
+    assert torch.allclose(sampled, mean + 0.5 * 0.7 * z, atol=1e-6)  # the actor's std is its init_noise_std here
+    assert float(((sampled - mean) / 0.35).std()) == pytest.approx(1.0, abs=0.05)
