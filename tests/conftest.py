@@ -14,7 +14,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # headless offscreen rendering (mimic
 def data_dir() -> Path:
     """The shared real-data folder (``MIMIC_RL_DATA``, default ``../shared/data`` beside the repository)."""
     root = Path(__file__).resolve().parents[1]
-    path = Path(os.environ.get("MIMIC_RL_DATA", root.parent / "shared" / "data"))
+    path = Path(os.environ.get("MIMIC_RL_DATA", root.parent / "shared" / "data")).resolve()  # relative: from the cwd
     if not path.is_dir():
         pytest.skip(f"shared data folder {path} not found; set MIMIC_RL_DATA")
     return path
