@@ -273,8 +273,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         action_noise=args.action_noise,
     )
     if args.action_noise:
-        noise = f"actions sampled with {args.action_noise:g} x the policy's std"
-        print(f"{noise} (not the deterministic policy a robot runs)")
+        print(f"actions sampled with {args.action_noise:g} x the policy's std, not the deployable mean")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(evaluation, indent=2))
     _print_summary(evaluation)

@@ -43,13 +43,14 @@ class ActorPolicy:
     def __call__(self, obs: Any) -> torch.Tensor:
         if self.groups is None:
             self.groups = ObsGroups.resolve(self.mapping, obs)
-        actions = self.actor(*self.groups.actor_inputs(obs))
-        if self.action_noise > 0:
-            if self._generator is None:
-                self._generator = torch.Generator(actions.device).manual_seed(self._seed)
-            noise = torch.randn(actions.shape, generator=self._generator, device=actions.device)
-            actions = actions + self.action_noise * self.actor.head.std().detach() * noise
-        return actions
+        inputs = self.groups.actor_inputs(obs)
+        if self.action_noise == 0:
+            return self.actor(*inputs)
+        mean, std = self.actor.distribution(*inputs)  # the Gaussian training samples from
+        if self._generator is None:
+            self._generator = torch.Generator(mean.device).manual_seed(self._seed)
+        noise = torch.randn(mean.shape, generator=self._generator, device=mean.device)
+        return mean + self.action_noise * std.detach() * noise
 
     def reset(self, dones: torch.Tensor | None = None) -> None:
         """Zero a recurrent actor's state (where ``dones``; everywhere when None)."""
