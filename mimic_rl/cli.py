@@ -21,6 +21,7 @@ import errno
 import math
 import os
 import re
+import select
 import signal
 import sys
 import threading
@@ -383,6 +384,12 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         return _one_line(str(exc))
+    except BrokenPipeError:  # stdout closed by its reader (`mimic-rl ... | head`): stop as a SIGPIPE would, quietly
+        if debug or not _stdout_closed():
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes stdout
+        print("stopped: the standard output was closed (broken pipe)", file=sys.stderr)
+        return 141
     except OSError as exc:
         if debug or exc.errno not in USER_OS_ERRORS:
             raise
@@ -395,6 +402,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error or hang-up on it)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows) or no stdout file descriptor
+        return False
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:

@@ -232,3 +232,49 @@ def test_sigterm_saves_the_last_finished_iteration_and_exits_143(tmp_path):
     assert len(saved) == 1 and "interrupted: saved" in out, (saved, out[-500:])
     iteration = int(saved[0].stem.split("_")[1])
     assert iteration >= 3 and load_checkpoint(saved[0])["iteration"] == iteration
+
+
+def test_closed_stdout_saves_and_exits_141_without_a_traceback(tmp_path):
+    """``mimic-rl train ... | head``: once the reader closes the pipe, the run writes the models of its last finished
+    iteration (said on stderr, since stdout is gone), prints one line and exits with 128 + 13 (SIGPIPE's code), not
+    with Python's BrokenPipeError traceback."""
+    (tmp_path / "task.yaml").write_text(
+        "runner: {num_steps_per_env: 4, save_interval: 1000, logger: none}\n"
+        "env: {num_envs: 2, motions: [motions/humanoid28_squat_reach.npz]}\n"
+        "algorithm: {num_learning_epochs: 1, num_mini_batches: 1}\n"
+    )
+    run = tmp_path / "run"
+    argv = [sys.executable, "-m", "mimic_rl.cli", "train", "--task", str(tmp_path / "task.yaml"), "--no-eval"]
+    argv += ["--iterations", "500", "--log-dir", str(run)]
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    watchdog = threading.Timer(600, proc.kill)  # bounds a hang only; no time is asserted
+    watchdog.start()
+    try:
+        for line in proc.stdout:
+            logged = re.match(r"it\s+(\d+)/", line)
+            if logged and int(logged.group(1)) >= 3:
+                break
+        proc.stdout.close()  # what `head` does after its lines
+        err = proc.stderr.read()
+        proc.wait()
+    finally:
+        watchdog.cancel()
+    assert proc.returncode == 141, err[-2000:]
+    assert "Traceback" not in err and "Exception ignored" not in err, err[-2000:]
+    assert "stopped: the standard output was closed (broken pipe)" in err and "interrupted: saved" in err, err
+    saved = sorted(run.glob("model_*.pt"))
+    assert len(saved) == 1 and int(saved[0].stem.split("_")[1]) >= 3, saved
+    assert load_checkpoint(saved[0])["iteration"] == int(saved[0].stem.split("_")[1])
+
+
+def test_a_broken_pipe_elsewhere_keeps_its_traceback(monkeypatch):
+    """A BrokenPipeError while stdout is fine (a socket, a worker's pipe) is a bug to see, not a closed ``| head``:
+    ``main`` re-raises it."""
+    import mimic_rl.cli as cli
+
+    def broken(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(cli, "cmd_plot", broken)
+    with pytest.raises(BrokenPipeError):
+        cli.main(["plot", "eval.json", "--output", "plots"])

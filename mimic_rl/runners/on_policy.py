@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -139,10 +140,11 @@ class OnPolicyRunner:
                     last.update(self.evaluate_from_start())
                 if budget is not None and time.time() - start_time >= budget:
                     break
-        except KeyboardInterrupt:  # Ctrl-C: keep what was learned (models of the last finished iteration)
-            path = self._save_iteration()
+        except (KeyboardInterrupt, BrokenPipeError) as exc:  # Ctrl-C, SIGTERM or a closed stdout (`| head`): keep
+            path = self._save_iteration()  # what was learned (the models of the last finished iteration)
             if path is not None:
-                print(f"interrupted: saved {path} (resume with --resume)", flush=True)
+                stream = sys.stderr if isinstance(exc, BrokenPipeError) else sys.stdout  # stdout gone: say it on stderr
+                print(f"interrupted: saved {path} (resume with --resume)", file=stream, flush=True)
             raise
         self._save_iteration()
         return last
