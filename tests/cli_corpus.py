@@ -291,6 +291,16 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     ),
     ("config_set_no_value", _train("--set", "algorithm.learning_rate"), (r"--set", r"KEY\.PATH=VALUE")),
     (
+        "entropy_schedule_without_initial",
+        _train("--set", "algorithm.entropy_coef={{mode: step, final: 0.0, end: 10}}"),
+        (r"algorithm\.entropy_coef\.initial: missing", r"mode and initial, e\.g\. \{mode: step, initial: 0\.005"),
+    ),
+    (
+        "entropy_schedule_bad_end",
+        _train("--set", "algorithm.entropy_coef={{mode: step, initial: 0.005, end: ten}}"),
+        (r"algorithm\.entropy_coef\.end: expected a whole number >= 0, found 'ten'",),
+    ),
+    (
         "feedforward_without_reference_offset",
         _train("--set", "env.action_offset=default", "--set", "env.reference_velocity_feedforward=true"),
         (r"env\.reference_velocity_feedforward", r"action_offset: reference", r"env\.action_offset=reference"),

@@ -14,9 +14,10 @@ from mimic_rl.algorithms.extensions import (
     extension_class,
     extension_config_keys,
 )
-from mimic_rl.algorithms.ppo import MMPPO
+from mimic_rl.algorithms.ppo import MMPPO, entropy_schedule
 from mimic_rl.algorithms.registry import register, register_builder, resolve
 from mimic_rl.config import TrainConfig, register_validator
+from mimic_rl.errors import ConfigError
 from mimic_rl.models.actor_critic import Actor, Critic, ReferenceModel
 from mimic_rl.models.obs_groups import ObsGroups
 from mimic_rl.storage import PolicyRollout
@@ -92,6 +93,11 @@ def check_section_kwargs(
     for key, section in sections.items():
         if section:
             extension_class(key).parse(section, f"{name.format('algorithm')}.{key}")
+    if "entropy_coef" in algorithm:
+        try:
+            entropy_schedule(algorithm["entropy_coef"])
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 def build_mmppo(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str | torch.device) -> MMPPO:

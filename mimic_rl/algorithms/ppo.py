@@ -37,6 +37,7 @@ from mimic_rl.algorithms.extensions import (
 from mimic_rl.algorithms.optimizers import OPTIMIZERS, make_optimizer
 from mimic_rl.algorithms.ppo_state import AlgorithmState
 from mimic_rl.algorithms.registry import builder_for, register_algorithm
+from mimic_rl.algorithms.schedules import Schedule
 from mimic_rl.algorithms.step_means import StepMeans, TermMeans
 from mimic_rl.errors import TrainingDiverged
 from mimic_rl.models.actor_critic import Actor, Critic
@@ -66,7 +67,7 @@ the same rule once per update, on the KL of the whole update (the last mini-batc
 
 
 _INTS = ("num_learning_epochs", "num_mini_batches", "max_nonfinite_batches")
-_FLOATS = ("clip_param", "gamma", "lam", "value_loss_coef", "entropy_coef", "max_grad_norm", "grad_reduce_bucket_mb")
+_FLOATS = ("clip_param", "gamma", "lam", "value_loss_coef", "max_grad_norm", "grad_reduce_bucket_mb")
 _BOOLS = ("use_clipped_value_loss", "normalize_advantage_per_mini_batch")
 _AS_GIVEN = ("schedule", "desired_kl", "returns_method", "sequence_mode", "max_seq_len")
 
@@ -88,6 +89,8 @@ class MMPPO(AlgorithmState):
     lam: float
     value_loss_coef: float
     entropy_coef: float
+    """The entropy bonus's coefficient in the current update (``entropy_schedule`` at ``iteration``)."""
+    entropy_schedule: Schedule
     max_grad_norm: float
     grad_reduce_bucket_mb: float
     use_clipped_value_loss: bool
@@ -109,7 +112,7 @@ class MMPPO(AlgorithmState):
         gamma: float = 0.99,
         lam: float = 0.95,
         value_loss_coef: float = 1.0,
-        entropy_coef: float = 0.01,
+        entropy_coef: float | dict[str, Any] = 0.01,
         learning_rate: float = 1e-3,
         max_grad_norm: float = 1.0,
         optimizer: str = "adam",
@@ -135,6 +138,7 @@ class MMPPO(AlgorithmState):
         for names, kind in ((_INTS, int), (_FLOATS, float), (_BOOLS, bool), (_AS_GIVEN, None)):
             for name in names:
                 setattr(self, name, settings[name] if kind is None else kind(settings[name]))
+        self.entropy_schedule = entropy_schedule(entropy_coef)
         self.device = torch.device(device)
         self.multi_gpu, self.is_multi_gpu, self.gpu_global_rank, self.gpu_world_size = placement(multi_gpu_cfg)
         self.actor, self.critic = actor.to(self.device), critic.to(self.device)
@@ -152,6 +156,7 @@ class MMPPO(AlgorithmState):
         self.optimizer = self._make_optimizer(optimizer)
         self.use_mixed_precision = bool(use_mixed_precision) and self.device.type == "cuda"
         self.iteration, self.nonfinite_batches, self._nonfinite_streak = 0, 0, 0
+        self.entropy_coef = self.entropy_schedule(self.iteration)
         self._logs = StepMeans()
         self._attach_extensions(extension_cfgs, extensions)
         if self.is_multi_gpu:
@@ -280,6 +285,7 @@ class MMPPO(AlgorithmState):
         """Run the learning epochs over the stored rollout and return mean losses and diagnostics."""
         for ext in self.extensions:
             ext.before_update(self)
+        self.entropy_coef = self.entropy_schedule(self.iteration)  # iteration: restored by a resume
         means = TermMeans()
         counted, lr_sum, last_kl, step = 0, 0.0, None, 0
         autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_mixed_precision)
@@ -447,6 +453,7 @@ class MMPPO(AlgorithmState):
         result = means.means()
         result["learning_rate"] = lr_sum / max(1, counted)  # the mean rate the update used (it changes per mini-batch)
         result["learning_rate_next"] = self.learning_rate
+        result["entropy_coef"] = self.entropy_coef
         result["nonfinite_batches"] = float(self.nonfinite_batches)
         result["nonfinite_obs_rows"] = float(nonfinite_rows(*self._modules()))
         return result
@@ -455,6 +462,26 @@ class MMPPO(AlgorithmState):
     def construct_algorithm(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str | torch.device) -> MMPPO:
         """Build actor, critic, storage and MMPPO from ``cfg`` (see ``mimic_rl.algorithms.builder.build_mmppo``)."""
         return builder_for("MMPPO")(obs, env, cfg, device)
+
+
+EXAMPLE = "{mode: step, initial: 0.005, final: 0.0, end: 1600}"
+"""An ``algorithm.entropy_coef`` schedule: the bonus until the 1,600th update, none from then on."""
+
+
+def entropy_schedule(entropy_coef: float | dict[str, Any] | Schedule) -> Schedule:
+    """``algorithm.entropy_coef`` as a ``Schedule`` over MMPPO's iterations: a number (constant) or a schedule's
+    fields (``EXAMPLE``); ``ValueError`` naming the bad field."""
+    where = "algorithm.entropy_coef"
+    if isinstance(entropy_coef, bool) or not isinstance(entropy_coef, int | float | dict | Schedule):
+        raise ValueError(f"{where}: expected a number or a schedule like {EXAMPLE}, found {entropy_coef!r}")
+    try:
+        schedule = Schedule.from_any(entropy_coef, where)
+    except ValueError as exc:
+        raise ValueError(str(exc) if str(exc).startswith(where) else f"{where}: {exc}") from None
+    for key in ("mode", "initial") if isinstance(entropy_coef, dict) else ():
+        if key not in entropy_coef:  # Schedule's default initial (1.0) would be 200x the usual bonus
+            raise ValueError(f"{where}.{key}: missing; a schedule needs mode and initial, e.g. {EXAMPLE}")
+    return schedule
 
 
 def _check_choices(schedule: str, optimizer: str, extension_cfgs: dict[str, Any]) -> None:

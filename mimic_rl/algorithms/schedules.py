@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,8 @@ class Schedule:
                 raise ValueError(
                     f"{name}: unknown key(s) {sorted(unknown)}; allowed {sorted(cls.__dataclass_fields__)}"
                 )
+            for key, value in spec.items():
+                _check_field(f"{name}.{key}", key, value)
             return cls(**spec)
         raise TypeError(f"{name}: expected a number, a dict or a Schedule, got {type(spec).__name__}")
 
@@ -66,3 +69,17 @@ class Schedule:
             return self.initial + frac * (self.final - self.initial)
         value = self.initial * self.decay ** max(0, iteration - self.start)
         return max(value, self.final) if self.initial >= self.final else min(value, self.final)
+
+
+def _check_field(path: str, key: str, value: Any) -> None:
+    """``ValueError`` naming ``path`` when a schedule field has the wrong kind: mode a name, start/end whole numbers
+    of iterations, the rest finite numbers."""
+    if key == "mode":
+        ok, what = isinstance(value, str), f"one of {_MODES}"
+    elif key in ("start", "end"):
+        ok, what = isinstance(value, int) and not isinstance(value, bool) and value >= 0, "a whole number >= 0"
+    else:
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        what = "a finite number"
+    if not ok:
+        raise ValueError(f"{path}: expected {what}, found {value!r}")
