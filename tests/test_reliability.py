@@ -203,41 +203,9 @@ def test_a_killed_run_leaves_loadable_checkpoints_and_resumes(tmp_path):
     assert not list(run.glob(".model_*.tmp-*"))
 
 
-def test_sigterm_saves_the_last_finished_iteration_and_exits_143(tmp_path):
-    """A scheduler's SIGTERM (preemption, ``timeout``) is handled like Ctrl-C: with no periodic save due, the run
-    writes the models of its last finished iteration, says so in one line, and exits with 128 + 15."""
-    (tmp_path / "task.yaml").write_text(
-        "runner: {num_steps_per_env: 4, save_interval: 1000, logger: none}\n"
-        "env: {num_envs: 2, motions: [motions/humanoid28_squat_reach.npz]}\n"
-        "algorithm: {num_learning_epochs: 1, num_mini_batches: 1}\n"
-    )
-    run = tmp_path / "run"
-    cli = [sys.executable, "-m", "mimic_rl.cli", "train", "--task", str(tmp_path / "task.yaml"), "--no-eval"]
-    argv = [*cli, "--iterations", "500", "--log-dir", str(run)]
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
-    watchdog = threading.Timer(600, proc.kill)  # bounds a hang only; no time is asserted
-    watchdog.start()
-    try:
-        for line in proc.stdout:
-            logged = re.match(r"it\s+(\d+)/", line)
-            if logged and int(logged.group(1)) >= 3:
-                break
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate()
-    finally:
-        watchdog.cancel()
-    assert proc.returncode == 143, err[-2000:]
-    assert "terminated (SIGTERM)" in err and "Traceback" not in err
-    saved = sorted(run.glob("model_*.pt"))
-    assert len(saved) == 1 and "interrupted: saved" in out, (saved, out[-500:])
-    iteration = int(saved[0].stem.split("_")[1])
-    assert iteration >= 3 and load_checkpoint(saved[0])["iteration"] == iteration
-
-
-def test_closed_stdout_saves_and_exits_141_without_a_traceback(tmp_path):
-    """``mimic-rl train ... | head``: once the reader closes the pipe, the run writes the models of its last finished
-    iteration (said on stderr, since stdout is gone), prints one line and exits with 128 + 13 (SIGPIPE's code), not
-    with Python's BrokenPipeError traceback."""
+def _train_until_iteration_3(tmp_path, then):
+    """A small ``mimic-rl train`` in a subprocess, read until its progress line of iteration 3; then ``then(proc)``
+    (which ends it) returns (stdout, stderr). Returns (the process, its run folder, stdout, stderr)."""
     (tmp_path / "task.yaml").write_text(
         "runner: {num_steps_per_env: 4, save_interval: 1000, logger: none}\n"
         "env: {num_envs: 2, motions: [motions/humanoid28_squat_reach.npz]}\n"
@@ -254,11 +222,41 @@ def test_closed_stdout_saves_and_exits_141_without_a_traceback(tmp_path):
             logged = re.match(r"it\s+(\d+)/", line)
             if logged and int(logged.group(1)) >= 3:
                 break
+        out, err = then(proc)
+    finally:
+        watchdog.cancel()
+    return proc, run, out, err
+
+
+def test_sigterm_saves_the_last_finished_iteration_and_exits_143(tmp_path):
+    """A scheduler's SIGTERM (preemption, ``timeout``) is handled like Ctrl-C: with no periodic save due, the run
+    writes the models of its last finished iteration, says so in one line, and exits with 128 + 15."""
+
+    def terminate(proc):
+        proc.send_signal(signal.SIGTERM)
+        return proc.communicate()
+
+    proc, run, out, err = _train_until_iteration_3(tmp_path, terminate)
+    assert proc.returncode == 143, err[-2000:]
+    assert "terminated (SIGTERM)" in err and "Traceback" not in err
+    saved = sorted(run.glob("model_*.pt"))
+    assert len(saved) == 1 and "interrupted: saved" in out, (saved, out[-500:])
+    iteration = int(saved[0].stem.split("_")[1])
+    assert iteration >= 3 and load_checkpoint(saved[0])["iteration"] == iteration
+
+
+def test_closed_stdout_saves_and_exits_141_without_a_traceback(tmp_path):
+    """``mimic-rl train ... | head``: once the reader closes the pipe, the run writes the models of its last finished
+    iteration (said on stderr, since stdout is gone), prints one line and exits with 128 + 13 (SIGPIPE's code), not
+    with Python's BrokenPipeError traceback."""
+
+    def close_stdout(proc):
         proc.stdout.close()  # what `head` does after its lines
         err = proc.stderr.read()
         proc.wait()
-    finally:
-        watchdog.cancel()
+        return "", err
+
+    proc, run, _, err = _train_until_iteration_3(tmp_path, close_stdout)
     assert proc.returncode == 141, err[-2000:]
     assert "Traceback" not in err and "Exception ignored" not in err, err[-2000:]
     assert "stopped: the standard output was closed (broken pipe)" in err and "interrupted: saved" in err, err
