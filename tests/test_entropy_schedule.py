@@ -10,7 +10,7 @@ import pytest
 import torch
 from test_runner import _params, small_cfg
 
-from mimic_rl.algorithms.ppo import entropy_schedule
+from mimic_rl.algorithms.schedules import entropy_schedule
 from mimic_rl.runners import OnPolicyRunner
 
 

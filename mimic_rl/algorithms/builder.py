@@ -14,8 +14,9 @@ from mimic_rl.algorithms.extensions import (
     extension_class,
     extension_config_keys,
 )
-from mimic_rl.algorithms.ppo import MMPPO, entropy_schedule
+from mimic_rl.algorithms.ppo import MMPPO
 from mimic_rl.algorithms.registry import register, register_builder, resolve
+from mimic_rl.algorithms.schedules import entropy_schedule
 from mimic_rl.config import TrainConfig, register_validator
 from mimic_rl.errors import ConfigError
 from mimic_rl.models.actor_critic import Actor, Critic, ReferenceModel

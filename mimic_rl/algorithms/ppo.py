@@ -37,7 +37,7 @@ from mimic_rl.algorithms.extensions import (
 from mimic_rl.algorithms.optimizers import OPTIMIZERS, make_optimizer
 from mimic_rl.algorithms.ppo_state import AlgorithmState
 from mimic_rl.algorithms.registry import builder_for, register_algorithm
-from mimic_rl.algorithms.schedules import Schedule
+from mimic_rl.algorithms.schedules import Schedule, entropy_schedule
 from mimic_rl.algorithms.step_means import StepMeans, TermMeans
 from mimic_rl.errors import TrainingDiverged
 from mimic_rl.models.actor_critic import Actor, Critic
@@ -462,26 +462,6 @@ class MMPPO(AlgorithmState):
     def construct_algorithm(obs: TensorDictBase, env: Any, cfg: dict[str, Any], device: str | torch.device) -> MMPPO:
         """Build actor, critic, storage and MMPPO from ``cfg`` (see ``mimic_rl.algorithms.builder.build_mmppo``)."""
         return builder_for("MMPPO")(obs, env, cfg, device)
-
-
-EXAMPLE = "{mode: step, initial: 0.005, final: 0.0, end: 1600}"
-"""An ``algorithm.entropy_coef`` schedule: the bonus until the 1,600th update, none from then on."""
-
-
-def entropy_schedule(entropy_coef: float | dict[str, Any] | Schedule) -> Schedule:
-    """``algorithm.entropy_coef`` as a ``Schedule`` over MMPPO's iterations: a number (constant) or a schedule's
-    fields (``EXAMPLE``); ``ValueError`` naming the bad field."""
-    where = "algorithm.entropy_coef"
-    if isinstance(entropy_coef, bool) or not isinstance(entropy_coef, int | float | dict | Schedule):
-        raise ValueError(f"{where}: expected a number or a schedule like {EXAMPLE}, found {entropy_coef!r}")
-    try:
-        schedule = Schedule.from_any(entropy_coef, where)
-    except ValueError as exc:
-        raise ValueError(str(exc) if str(exc).startswith(where) else f"{where}: {exc}") from None
-    for key in ("mode", "initial") if isinstance(entropy_coef, dict) else ():
-        if key not in entropy_coef:  # Schedule's default initial (1.0) would be 200x the usual bonus
-            raise ValueError(f"{where}.{key}: missing; a schedule needs mode and initial, e.g. {EXAMPLE}")
-    return schedule
 
 
 def _check_choices(schedule: str, optimizer: str, extension_cfgs: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
-"""Coefficient schedules over training iterations (RND weight, DAgger imitation coefficient, teacher probability)."""
+"""Coefficient schedules over training iterations (RND weight, DAgger imitation coefficient, teacher probability,
+PPO's entropy bonus)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Schedule"]
+__all__ = ["ENTROPY_EXAMPLE", "Schedule", "entropy_schedule"]
 
 _MODES = ("constant", "step", "linear", "exponential")
 
@@ -37,22 +38,30 @@ class Schedule:
             raise ValueError(f"exponential schedule needs 0 < decay <= 1, got {self.decay}")
 
     @classmethod
-    def from_any(cls, spec: Any, name: str = "schedule") -> Schedule:
-        """A number (constant), a dict of the fields above, or a Schedule."""
+    def from_any(cls, spec: Any, name: str = "schedule", required: tuple[str, ...] = (), example: str = "") -> Schedule:
+        """A finite number (constant), a dict of the fields above (the ``required`` ones given), or a Schedule;
+        ``ValueError`` naming ``name`` and the bad field (``example``, when given, in the message)."""
         if isinstance(spec, Schedule):
             return spec
-        if isinstance(spec, int | float):
+        like = f" like {example}" if example else " (a mapping of its fields)"
+        if isinstance(spec, bool) or not isinstance(spec, int | float | dict):
+            raise ValueError(f"{name}: expected a number or a schedule{like}, found {spec!r}")
+        if not isinstance(spec, dict):
+            _check_field(name, "initial", spec)
             return cls("constant", float(spec))
-        if isinstance(spec, dict):
-            unknown = set(spec) - set(cls.__dataclass_fields__)
-            if unknown:
-                raise ValueError(
-                    f"{name}: unknown key(s) {sorted(unknown)}; allowed {sorted(cls.__dataclass_fields__)}"
-                )
-            for key, value in spec.items():
-                _check_field(f"{name}.{key}", key, value)
+        unknown = set(spec) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"{name}: unknown key(s) {sorted(unknown)}; allowed {sorted(cls.__dataclass_fields__)}")
+        for key in required:
+            if key not in spec:
+                hint = f", e.g. {example}" if example else ""
+                raise ValueError(f"{name}.{key}: missing; a schedule needs {' and '.join(required)}{hint}")
+        for key, value in spec.items():
+            _check_field(f"{name}.{key}", key, value)
+        try:
             return cls(**spec)
-        raise TypeError(f"{name}: expected a number, a dict or a Schedule, got {type(spec).__name__}")
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
 
     def __call__(self, iteration: int) -> float:
         """Value at ``iteration``."""
@@ -83,3 +92,13 @@ def _check_field(path: str, key: str, value: Any) -> None:
         what = "a finite number"
     if not ok:
         raise ValueError(f"{path}: expected {what}, found {value!r}")
+
+
+ENTROPY_EXAMPLE = "{mode: step, initial: 0.005, final: 0.0, end: 1600}"
+"""An ``algorithm.entropy_coef`` schedule: the bonus until the 1,600th update, none from then on."""
+
+
+def entropy_schedule(entropy_coef: float | dict[str, Any] | Schedule) -> Schedule:
+    """``algorithm.entropy_coef`` as a ``Schedule`` over MMPPO's iterations: a number (constant) or a schedule's
+    fields with ``mode`` and ``initial`` given (Schedule's default initial, 1.0, would be 200x the usual bonus)."""
+    return Schedule.from_any(entropy_coef, "algorithm.entropy_coef", ("mode", "initial"), ENTROPY_EXAMPLE)
