@@ -298,7 +298,12 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     (
         "entropy_schedule_bad_end",
         _train("--set", "algorithm.entropy_coef={{mode: step, initial: 0.005, end: ten}}"),
-        (r"algorithm\.entropy_coef\.end: expected a whole number >= 0, found 'ten'",),
+        (r"algorithm\.entropy_coef\.end: expected a whole number >= 0", r"9_830_400\), found 'ten'"),
+    ),
+    (
+        "entropy_schedule_bad_unit",
+        _train("--set", "algorithm.entropy_coef={{mode: step, initial: 0.005, end: 10, unit: steps}}"),
+        (r"algorithm\.entropy_coef\.unit: expected one of \('iterations', 'env_steps'\), found 'steps'",),
     ),
     (
         "feedforward_without_reference_offset",

@@ -89,7 +89,7 @@ class MMPPO(AlgorithmState):
     lam: float
     value_loss_coef: float
     entropy_coef: float
-    """The entropy bonus's coefficient in the current update (``entropy_schedule`` at ``iteration``)."""
+    """The entropy bonus's coefficient in the current update (``entropy_schedule`` on its clock)."""
     entropy_schedule: Schedule
     max_grad_norm: float
     grad_reduce_bucket_mb: float
@@ -155,8 +155,8 @@ class MMPPO(AlgorithmState):
         self.critic_learning_rate = None if critic_learning_rate is None else float(critic_learning_rate)
         self.optimizer = self._make_optimizer(optimizer)
         self.use_mixed_precision = bool(use_mixed_precision) and self.device.type == "cuda"
-        self.iteration, self.nonfinite_batches, self._nonfinite_streak = 0, 0, 0
-        self.entropy_coef = self.entropy_schedule(self.iteration)
+        self.iteration, self.env_steps, self.nonfinite_batches, self._nonfinite_streak = 0, 0, 0, 0
+        self.entropy_coef = self.entropy_schedule.at(self.iteration, self.env_steps)
         self._logs = StepMeans()
         self._attach_extensions(extension_cfgs, extensions)
         if self.is_multi_gpu:
@@ -285,7 +285,7 @@ class MMPPO(AlgorithmState):
         """Run the learning epochs over the stored rollout and return mean losses and diagnostics."""
         for ext in self.extensions:
             ext.before_update(self)
-        self.entropy_coef = self.entropy_schedule(self.iteration)  # iteration: restored by a resume
+        self.entropy_coef = self.entropy_schedule.at(self.iteration, self.env_steps)  # both restored by a resume
         means = TermMeans()
         counted, lr_sum, last_kl, step = 0, 0.0, None, 0
         autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_mixed_precision)
@@ -319,6 +319,7 @@ class MMPPO(AlgorithmState):
         self._update_normalizers()
         self.actor.head.check()
         self.iteration += 1
+        self.env_steps += self.rollout.num_envs * self.rollout.num_steps * self.gpu_world_size
         self.rollout.clear()
         return self._update_logs(means, counted, lr_sum)
 

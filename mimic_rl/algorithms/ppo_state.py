@@ -33,6 +33,8 @@ class AlgorithmState:
     obs_groups: ObsGroups | None
     learning_rate: float
     iteration: int
+    env_steps: int
+    """Env steps of the rollouts updated on so far, all ranks together (the clock of ``unit: env_steps`` schedules)."""
     nonfinite_batches: int
     gpu_world_size: int
     grad_reduce_bucket_mb: float
@@ -60,6 +62,7 @@ class AlgorithmState:
             "critic_cfg": getattr(self.critic, "config", None),
             "learning_rate": self.learning_rate,
             "algorithm_iteration": self.iteration,
+            "algorithm_env_steps": self.env_steps,
             "nonfinite_batches": self.nonfinite_batches,
         }
         if self.obs_groups is not None:
@@ -87,6 +90,9 @@ class AlgorithmState:
                 ext.load_state_dict(loaded_dict, strict=strict)
         if load_cfg.get("iteration"):
             self.iteration = int(loaded_dict.get("algorithm_iteration", 0))
+            per_iteration = self.rollout.num_envs * self.rollout.num_steps * self.gpu_world_size
+            # a checkpoint from before env steps were counted here: as many per iteration as this run collects
+            self.env_steps = int(loaded_dict.get("algorithm_env_steps", self.iteration * per_iteration))
             self.nonfinite_batches = int(loaded_dict.get("nonfinite_batches", 0))
         return bool(load_cfg.get("iteration", False))
 
