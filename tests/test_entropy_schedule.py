@@ -96,7 +96,7 @@ def test_a_resumed_run_takes_the_schedule_at_its_iteration(tmp_path):
         ({"mode": "step", "initial": 0.01, "stop": 3}, r"unknown key\(s\) \['stop'\]"),
         ({"mode": "linear", "initial": 0.01, "start": 5, "end": 2}, "end >= start"),
         ({"mode": "step", "initial": float("nan")}, r"entropy_coef\.initial: expected a finite number"),
-        ({"mode": "step", "initial": 0.01, "unit": "steps"}, r"entropy_coef\.unit: expected one of \('iterations', 'env_steps'\)"),
+        ({"mode": "step", "initial": 0.01, "unit": "steps"}, r"entropy_coef\.unit: expected one of \('iterations'"),
         ({"mode": "step", "initial": 0.01, "end": 1600.5, "unit": "env_steps"}, r"entropy_coef\.end: expected a whole"),
         ({"mode": "exponential", "initial": 0.01, "decay": 0.9, "unit": "env_steps"}, "decays per iteration"),
     ],
