@@ -319,7 +319,7 @@ class MMPPO(AlgorithmState):
         self._update_normalizers()
         self.actor.head.check()
         self.iteration += 1
-        self.env_steps += self.rollout.num_envs * self.rollout.num_steps * self.gpu_world_size
+        self.env_steps += self.env_steps_per_update
         self.rollout.clear()
         return self._update_logs(means, counted, lr_sum)
 

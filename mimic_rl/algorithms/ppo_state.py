@@ -39,6 +39,11 @@ class AlgorithmState:
     gpu_world_size: int
     grad_reduce_bucket_mb: float
 
+    @property
+    def env_steps_per_update(self) -> int:
+        """Env steps one update trains on: the rollout's envs x steps, times the ranks."""
+        return self.rollout.num_envs * self.rollout.num_steps * self.gpu_world_size
+
     def _modules(self) -> list[nn.Module]:
         return [self.actor, self.critic, *(m for ext in self.extensions for m in ext.modules())]
 
@@ -90,9 +95,8 @@ class AlgorithmState:
                 ext.load_state_dict(loaded_dict, strict=strict)
         if load_cfg.get("iteration"):
             self.iteration = int(loaded_dict.get("algorithm_iteration", 0))
-            per_iteration = self.rollout.num_envs * self.rollout.num_steps * self.gpu_world_size
             # a checkpoint from before env steps were counted here: as many per iteration as this run collects
-            self.env_steps = int(loaded_dict.get("algorithm_env_steps", self.iteration * per_iteration))
+            self.env_steps = int(loaded_dict.get("algorithm_env_steps", self.iteration * self.env_steps_per_update))
             self.nonfinite_batches = int(loaded_dict.get("nonfinite_batches", 0))
         return bool(load_cfg.get("iteration", False))
 
