@@ -45,6 +45,22 @@ def _resume_path(args: argparse.Namespace, log_dir: Path) -> Path | None:
     return latest
 
 
+def _refuse_two_courses(log_dir: Path, resume: Path, iteration: int) -> None:
+    """A ``UsageError`` when ``log_dir`` holds checkpoints past the resumed ``iteration``: continuing there would
+    interleave two courses of training in one folder (its later ``model_<N>.pt`` files, and ``--resume`` alone
+    picking one of them up), so the continuation goes to a new folder."""
+    from mimic_rl.serialization import numbered_checkpoints
+
+    later = [path.name for n, path in numbered_checkpoints(log_dir) if n > iteration]
+    if later:
+        shown = ", ".join(later[:3]) + (f" and {len(later) - 3} more" if len(later) > 3 else "")
+        raise UsageError(
+            f"{log_dir}: --resume: {resume.name} is iteration {iteration}, and this run folder holds later checkpoints "
+            f"({shown}) of the course it would replace; continue into a new folder (--resume {resume} --log-dir NEW), "
+            "or move the later checkpoints out of the folder first"
+        )
+
+
 def _run_teacher(log_dir: Path | None) -> str:
     """The teacher of the distillation run in ``log_dir`` (its ``config.yaml``), for a ``--resume`` without
     ``--teacher``; a ``UsageError`` when there is none to continue."""
@@ -85,6 +101,7 @@ def _start_run(args: argparse.Namespace) -> tuple[Any, Any, Path]:
         runner = (DistillationRunner if distill else OnPolicyRunner)(cfg, log_dir=log_dir)
         if resume is not None:
             runner.load(resume, what="--resume")
+            _refuse_two_courses(log_dir, resume, runner.iteration)
             print(f"resumed from {resume} at iteration {runner.iteration}")
     except BaseException:
         if made:

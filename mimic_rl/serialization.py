@@ -26,6 +26,7 @@ __all__ = [
     "checkpoint_kind",
     "latest_checkpoint",
     "load_checkpoint",
+    "numbered_checkpoints",
     "remove_orphan_checkpoints",
     "save_checkpoint",
 ]
@@ -169,11 +170,18 @@ def checkpoint_kind(state: Mapping[str, Any]) -> str:
     return "unknown"
 
 
-def latest_checkpoint(log_dir: str | Path) -> Path | None:
-    """The ``model_<iteration>.pt`` with the highest iteration in ``log_dir`` (None if there is none)."""
+def numbered_checkpoints(log_dir: str | Path) -> list[tuple[int, Path]]:
+    """The ``model_<iteration>.pt`` files in ``log_dir`` as ``(iteration, path)``, by iteration (not
+    ``model_best.pt``)."""
     found = []
     for p in Path(log_dir).glob("model_*.pt"):
         stem = p.stem.removeprefix("model_")
         if stem.isdigit():
             found.append((int(stem), p))
-    return max(found)[1] if found else None
+    return sorted(found)
+
+
+def latest_checkpoint(log_dir: str | Path) -> Path | None:
+    """The ``model_<iteration>.pt`` with the highest iteration in ``log_dir`` (None if there is none)."""
+    found = numbered_checkpoints(log_dir)
+    return found[-1][1] if found else None

@@ -144,3 +144,22 @@ def test_a_carry_row_of_another_layout_resumes_with_a_fresh_one(tmp_path, capsys
     same.load(tmp_path / "a" / "model_1.pt", resume=True)
     assert "another layout" not in capsys.readouterr().out
     assert all(torch.equal(v, first.alg.rollout.carry_state()[k]) for k, v in same.alg.rollout.carry_state().items())
+
+
+def test_a_resume_from_an_earlier_checkpoint_into_its_folder_is_refused_and_a_new_folder_branches(runs, tmp_path):
+    """Resuming from ``model_1.pt`` in a folder that holds ``model_2.pt`` would write a second course of training over
+    the first (and ``--resume`` alone would later pick the other course's ``model_2.pt``): one line naming the later
+    checkpoint and the fix, exit 2, the folder unchanged; the same checkpoint continued into a new folder trains."""
+    run = tmp_path / "run"
+    assert _train(runs["ppo_task"], run, "--iterations", "2").returncode == 0
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    assert {"model_1.pt", "model_2.pt"} <= set(before)
+    line = _one_line_error(_train(runs["ppo_task"], run, "--resume", str(run / "model_1.pt")), "model_2.pt")
+    assert "iteration 1" in line and f"--resume {run / 'model_1.pt'} --log-dir NEW" in line
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+    branch = tmp_path / "branch"
+    done = _train(runs["ppo_task"], branch, "--resume", str(run / "model_1.pt"))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in branch.glob("model_*.pt")) == ["model_2.pt"]
+    assert _train(runs["ppo_task"], run, "--resume").returncode == 0  # from the latest, model_2.pt: no later one
+    assert (run / "model_3.pt").is_file()
