@@ -257,6 +257,43 @@ def test_keep_best_saves_the_best_evaluation_and_a_resume_keeps_the_folders_best
     assert resumed.best_eval["iteration"] == best["iteration"]
 
 
+def test_a_resume_redoes_the_evaluation_a_stop_cut_short(tmp_path, monkeypatch):
+    """SIGTERM during the evaluation that follows ``model_2.pt``: the run resumed from it starts with that evaluation,
+    so its ``evals.jsonl`` equals an uninterrupted run's line for line (iterations 2 and 4, the same numbers); resumed
+    once more, it does not repeat the evaluation of iteration 4, which is there."""
+    import json
+
+    import mimic_rl.runners.evaluation as evaluation_module
+
+    kin = RobotKinematics(humanoid28_config().mjcf)
+    clip = synthetic_clip(kin, SyntheticMotionConfig(duration=0.4, fps=50.0, amplitude=0.0))
+    cfg = _cfg(TerminationConfig(anchor_height=0.3, anchor_tilt=None, ee_height=None))
+    cfg.env.motions = [str(save_motion(clip, tmp_path / "clip.npz"))]
+    cfg.runner.eval_interval, cfg.runner.eval_envs, cfg.runner.save_interval = 2, 2, 2
+
+    def lines(run):
+        return [json.loads(line) for line in (run / "evals.jsonl").read_text().splitlines()]
+
+    OnPolicyRunner(cfg, log_dir=tmp_path / "ref").learn(4)
+    run = tmp_path / "run"
+    evaluate = evaluation_module.evaluate_policy
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt  # what the CLI turns SIGTERM into
+
+    monkeypatch.setattr(evaluation_module, "evaluate_policy", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        OnPolicyRunner(cfg, log_dir=run).learn(4)
+    assert (run / "model_2.pt").exists() and not (run / "evals.jsonl").exists()
+    monkeypatch.setattr(evaluation_module, "evaluate_policy", evaluate)
+    for _ in range(2):  # the second resume (from model_4.pt) finds iteration 4 evaluated
+        resumed = OnPolicyRunner(cfg, log_dir=run)
+        resumed.load(sorted(run.glob("model_[0-9]*.pt"))[-1], resume=True)
+        resumed.learn(4 - resumed.iteration)
+    assert [line["iteration"] for line in lines(run)] == [2, 4]
+    assert [line["summary"] for line in lines(run)] == [line["summary"] for line in lines(tmp_path / "ref")]
+
+
 @pytest.mark.parametrize("best_by", ["mean", "worst_clip"])
 def test_keep_best_ranks_by_the_configured_rule(best_by, tmp_path):
     """``runner.best_by`` reaches the runner's choice: of two evaluations (clips at 1.0 / 0.6, then 0.7 / 0.7), the

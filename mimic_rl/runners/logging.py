@@ -13,7 +13,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RSL_RL_2_TAGS", "RSL_RL_TAGS", "RunLogger", "append_eval_history", "format_duration", "with_rsl_rl_tags"]
+__all__ = [
+    "RSL_RL_2_TAGS",
+    "RSL_RL_TAGS",
+    "RunLogger",
+    "append_eval_history",
+    "evaluated_iterations",
+    "format_duration",
+    "with_rsl_rl_tags",
+]
 
 RSL_RL_TAGS: dict[str, str] = {
     # ours -> the tag rsl_rl 5's OnPolicyRunner / DistillationRunner writes (rsl_rl.utils.logger.Logger.log)
@@ -160,3 +168,17 @@ def append_eval_history(path: Path, iteration: int, total_steps: int, evaluation
     line = {"iteration": iteration, "total_steps": total_steps, "summary": evaluation["summary"], "clips": clips}
     with open(path, "a") as f:
         f.write(json.dumps(line) + "\n")
+
+
+def evaluated_iterations(path: Path) -> set[int]:
+    """The iterations ``path`` (a run's ``evals.jsonl``) holds an evaluation of; empty when it does not exist. A line
+    cut short by a killed process is not an evaluation."""
+    if not path.exists():
+        return set()
+    done = set()
+    for line in path.read_text().splitlines():
+        try:
+            done.add(int(json.loads(line)["iteration"]))
+        except (ValueError, KeyError, TypeError):  # json.JSONDecodeError is a ValueError
+            continue
+    return done

@@ -35,7 +35,7 @@ from mimic_rl.runners.checkpoint import (
 )
 from mimic_rl.runners.compat import carry_fits, check_checkpoint_fits, check_state_fits
 from mimic_rl.runners.episodes import EpisodeStats
-from mimic_rl.runners.logging import RunLogger, append_eval_history
+from mimic_rl.runners.logging import RunLogger, append_eval_history, evaluated_iterations
 from mimic_rl.runners.threads import apply_threads, resolve_threads
 from mimic_rl.tasks.tracking.from_start import eval_scalars, failure_summary
 from mimic_rl.utils import check_device
@@ -131,6 +131,8 @@ class OnPolicyRunner:
         self.alg.train_mode()
         last: dict[str, float] = {}
         try:
+            if self._evaluation_missing():
+                last.update(self.evaluate_from_start())
             for _ in range(total):
                 obs, last = self._iteration(obs, start_iteration, total, start_time)
                 if self.iteration % self.cfg.runner.save_interval == 0:
@@ -148,6 +150,15 @@ class OnPolicyRunner:
             raise
         self._save_iteration()
         return last
+
+    def _evaluation_missing(self) -> bool:
+        """Whether the run folder lacks the evaluation of the iteration training starts from, one that
+        ``runner.eval_interval`` asks for: a run stopped (Ctrl-C, SIGTERM) during the evaluation after a save resumes
+        with it, and a branch into a new folder starts with the evaluation of its checkpoint."""
+        interval = self.cfg.runner.eval_interval
+        if not self.is_main or not interval or self.iteration == 0 or self.iteration % interval:
+            return False
+        return self.iteration not in evaluated_iterations(self.log_dir / "evals.jsonl")
 
     def _iteration(self, obs: Any, start_iteration: int, total: int, start_time: float) -> tuple[Any, dict]:
         """Collect one rollout, update, count and log; returns (the next observations, the logged scalars)."""
