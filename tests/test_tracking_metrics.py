@@ -264,6 +264,7 @@ def test_a_resume_redoes_the_evaluation_a_stop_cut_short(tmp_path, monkeypatch):
     import json
 
     import mimic_rl.runners.evaluation as evaluation_module
+    from mimic_rl.runners import latest_checkpoint
 
     kin = RobotKinematics(humanoid28_config().mjcf)
     clip = synthetic_clip(kin, SyntheticMotionConfig(duration=0.4, fps=50.0, amplitude=0.0))
@@ -288,7 +289,7 @@ def test_a_resume_redoes_the_evaluation_a_stop_cut_short(tmp_path, monkeypatch):
     monkeypatch.setattr(evaluation_module, "evaluate_policy", evaluate)
     for _ in range(2):  # the second resume (from model_4.pt) finds iteration 4 evaluated
         resumed = OnPolicyRunner(cfg, log_dir=run)
-        resumed.load(sorted(run.glob("model_[0-9]*.pt"))[-1], resume=True)
+        resumed.load(latest_checkpoint(run), resume=True)
         resumed.learn(4 - resumed.iteration)
     assert [line["iteration"] for line in lines(run)] == [2, 4]
     assert [line["summary"] for line in lines(run)] == [line["summary"] for line in lines(tmp_path / "ref")]
