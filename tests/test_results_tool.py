@@ -51,6 +51,13 @@ def test_training_hours_leave_pauses_out(tmp_path):
     assert results_report.training_hours(tmp_path) == pytest.approx(30.0 / 3600)
 
 
+def test_a_line_cut_short_by_a_killed_run_is_left_out_of_the_report(tmp_path, capsys):
+    lines = [json.dumps({"iteration": i, "time": 10.0 * i}) for i in range(4)]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + '\n{"iteration": 4, "ti')  # SIGKILL mid-write
+    assert results_report.training_hours(tmp_path) == pytest.approx(30.0 / 3600)
+    assert "metrics.jsonl:5: not a JSON line" in capsys.readouterr().err
+
+
 def _means(n=3, **amp):
     ppo = {"success_rate": 0.95, "root_mpjpe_mm": 30.0, "foot_slide_mm_s": 100.0, "joint_jerk": 1000.0, "n": n}
     return {"tracking_ppo": ppo, "tracking_ppo_amp": {**ppo, **amp}}

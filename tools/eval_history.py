@@ -57,19 +57,26 @@ def read_history(run: Path) -> list[dict]:
     A run resumed from a checkpoint older than its last evaluations evaluates that stretch again: an evaluation
     replaces every earlier line of its iteration or later (those of the stretch the crash lost). A line that is not
     JSON (one cut short by a killed process) is left out, and said on stderr."""
-    path = run / "evals.jsonl" if run.is_dir() else run
+    history: list[dict] = []
+    for entry in read_jsonl(run / "evals.jsonl" if run.is_dir() else run):
+        history = [e for e in history if e["iteration"] < entry["iteration"]] + [entry]
+    return history
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The JSON lines of ``path`` in order (none when it does not exist); blank lines are skipped, and a line that is
+    not JSON (one cut short by a killed process) is left out and said on stderr."""
     if not path.exists():
         return []
-    history: list[dict] = []
+    rows: list[dict] = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
         try:
-            entry = json.loads(line) if line.strip() else None
+            rows.append(json.loads(line))
         except json.JSONDecodeError:
             print(f"{path}:{number}: not a JSON line (cut short?), left out", file=sys.stderr)
-            continue
-        if entry is not None:
-            history = [e for e in history if e["iteration"] < entry["iteration"]] + [entry]
-    return history
+    return rows
 
 
 def mean_success(entry: dict) -> float:

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from eval_history import read_history, read_jsonl  # tools/eval_history.py
+
 QUALITY = (
     ("foot_slide_mm_s", "foot sliding mm/s", ".0f"),
     ("joint_jerk", "jerk rad/s³", ".0f"),
@@ -41,10 +43,7 @@ def _mean(values: list[float | None]) -> float | None:
 
 def training_hours(run: Path) -> float | None:
     """Training wall time of a run from its ``metrics.jsonl`` clock, pauses (gaps > ``PAUSE_S``) left out."""
-    path = run / "metrics.jsonl"
-    if not path.exists():
-        return None
-    stamps = sorted(json.loads(line)["time"] for line in path.read_text().splitlines() if '"time"' in line)
+    stamps = sorted(row["time"] for row in read_jsonl(run / "metrics.jsonl") if "time" in row)
     gaps = [b - a for a, b in itertools.pairwise(stamps) if b - a < PAUSE_S]
     return sum(gaps) / 3600 if gaps else None
 
@@ -185,9 +184,8 @@ def plot_curves(clip: Any, jobs: list[Any], runs: Path, image: Path) -> bool:
     for config, color in (("tracking_ppo", "tab:blue"), ("tracking_ppo_amp", "tab:orange")):
         series = []
         for job in (j for j in jobs if j.clip.key == clip.key and j.config == config):
-            path = runs / job.name / "evals.jsonl"
-            if path.exists():
-                rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            rows = read_history(runs / job.name / "evals.jsonl")
+            if rows:
                 series.append({r["total_steps"]: r["summary"] for r in rows})
         if not series:
             continue
@@ -291,9 +289,8 @@ def plot_walk_curves(walks: list[Any], runs: Path, image: Path) -> bool:
     """Episode length, speed over command and style reward over env steps, one line per seed; False without data."""
     series = {}
     for job in walks:
-        path = runs / job.name / "metrics.jsonl"
-        if path.exists():
-            rows = [json.loads(line) for line in path.read_text().splitlines()]
+        rows = read_jsonl(runs / job.name / "metrics.jsonl")
+        if rows:
             series[job.seed] = [r for r in rows if "episode/length" in r]
     if not any(series.values()):
         return False
