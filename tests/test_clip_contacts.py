@@ -15,6 +15,7 @@ import pytest
 from mimic_rl.envs.mujoco.robots import g1_config, humanoid28_config
 from mimic_rl.motion import SyntheticMotionConfig, synthetic_clip
 from mimic_rl.motion.contacts import (
+    FLIGHT_M,
     FLOAT_WARN_M,
     PIN_MAX_M_S,
     SKATE_WARN_M_S,
@@ -146,6 +147,26 @@ def test_pinning_brings_a_floating_clip_down_and_keeps_its_hop(tmp_path, capsys)
     np.testing.assert_allclose(
         load_motion(out).body_pos_w[:, 0, 2].max() - grounded.body_pos_w[0, 0, 2], 0.10, atol=1e-3
     )
+
+
+@pytest.mark.parametrize("lift", [0.0, 0.06])
+def test_a_hop_is_read_as_a_flight_of_its_length_over_the_clips_own_floor(lift):
+    """Breakage caught: flights counted from the world's floor (a clip floating 60 mm would be in flight throughout),
+    an off-by-one in the longest stretch or its start, the root's crouch read from the world's floor. Hand-computed:
+    the hop lifts the whole body by ``0.40 u (1 - u)`` m, ``u = (frame - 30) / 20``, so it is over ``FLIGHT_M`` (30 mm)
+    for ``u`` in (0.081, 0.919): frames 32 to 48, 17 frames, 17/30 s from 32/30 s; between hops the root stands at the
+    standing clip's height over the floor."""
+    kin = RobotKinematics(humanoid28_config().mjcf)
+    clip = _hopping(kin, lift)
+    stats = foot_contacts(kin, clip, humanoid28_config().feet)
+    assert FLIGHT_M == 0.03
+    assert stats.longest_flight_s == pytest.approx(17 / 30)
+    assert stats.longest_flight_at_s == pytest.approx(32 / 30)
+    assert stats.flight_share == pytest.approx(17 / clip.num_frames)
+    stand = _hopping(kin, 0.0).body_pos_w[0, 0, 2]  # frame 0: before the hop, soles on the floor
+    assert stats.root_lowest == pytest.approx(float(stand), abs=1e-5)
+    still = foot_contacts(kin, _moved(kin, 0.0, -lift)[0], humanoid28_config().feet)
+    assert (still.flight_share, still.longest_flight_s, still.longest_flight_at_s) == (0.0, 0.0, 0.0)
 
 
 @pytest.mark.parametrize(

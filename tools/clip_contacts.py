@@ -8,7 +8,9 @@ The statistics are ``mimic_rl.motion.contacts.foot_contacts`` (its docstring say
 the embedded backend warns about a clip whose feet float or skate): per clip the root's mean horizontal speed, the
 median height of the lowest foot point (a clip that floats above the floor has it well above 0), the deepest point
 under the floor and the share of frames with a foot more than 5 mm in it, the share of frames with a foot on the floor
-(within ``--contact-mm``), and those feet's skate speed (median and 90th percentile).
+(within ``--contact-mm``), and those feet's skate speed (median and 90th percentile); then the share of frames in
+flight (both feet more than 30 mm above the clip's floor), the longest flight and when it starts, and the root's
+lowest height above the floor (a deep crouch).
 
 ``--pin-feet`` writes a copy of each clip with its feet planted (``mimic_rl.motion.contacts.pin_feet``): the clip
 moved down or up so that a foot that stands still stands on the floor, lifted where a foot is still in it, and moved so
@@ -62,7 +64,8 @@ def main() -> None:
     parser.add_argument("--pin-feet", metavar="DIR", help="also write each clip with its feet planted to DIR")
     args = parser.parse_args()
     print(f"{'clip':28s} {'s':>5s} {'root m/s':>8s} {'lowest mm':>9s} {'deepest mm':>10s} {'sunk >5mm':>9s} "
-          f"{'on floor':>8s} {'skate m/s median':>16s} {'p90':>5s}")  # fmt: skip
+          f"{'on floor':>8s} {'skate m/s median':>16s} {'p90':>5s} {'in flight':>9s} {'longest flight':>16s} "
+          f"{'root lowest m':>13s}")  # fmt: skip
     for path in args.clips:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -75,7 +78,9 @@ def main() -> None:
         name = Path(path).name
         row = f"{name:28s} {s.duration_s:5.1f} {s.root_speed:8.2f} {1000 * s.lowest_median:9.0f}"
         row += f" {1000 * s.deepest:10.0f} {s.sunk_share:9.0%}"
-        print(f"{row} {s.on_floor_share:8.0%} {s.skate_median:16.2f} {s.skate_p90:5.2f}")
+        row += f" {s.on_floor_share:8.0%} {s.skate_median:16.2f} {s.skate_p90:5.2f} {s.flight_share:9.1%}"
+        flight = f"{s.longest_flight_s:.2f} s at {s.longest_flight_at_s:.1f}" if s.longest_flight_s else "-"
+        print(f"{row} {flight:>16s} {s.root_lowest:13.2f}")
         if args.pin_feet:
             pinned = pin_feet(kin, clip, feet, args.contact_mm / 1000)
             out = save_motion(pinned, Path(args.pin_feet) / f"{Path(path).stem}_pinned")

@@ -1,5 +1,5 @@
 """Whether a clip's feet stay planted: how high they float, how far they sink into the floor and how fast they skate
-while on it; and a copy of a clip with its feet planted.
+while on it, when both leave it (jumps) and how low the root crouches; and a copy of a clip with its feet planted.
 
 Each frame's foot poses come from the clip's own body states (the forward kinematics it was loaded with); each foot's
 lowest point is found from its collision geoms on the robot's model (boxes by their corners, spheres and capsules by
@@ -26,6 +26,7 @@ from mimic_rl.motion.kinematics import RobotKinematics
 
 __all__ = [
     "CONTACT_M",
+    "FLIGHT_M",
     "FLOAT_WARN_M",
     "PIN_MAX_M_S",
     "SKATE_MIN_ON_FLOOR",
@@ -43,6 +44,9 @@ __all__ = [
 
 CONTACT_M = 0.015
 """A foot whose lowest point is within this of the floor is on it."""
+FLIGHT_M = 0.03
+"""``foot_contacts``: a frame whose lowest foot point is more than this above the clip's floor (the median lowest foot
+point) is in flight: both feet off the floor (the G1 clips' feet brush 15-30 mm over it while stepping)."""
 FLOAT_WARN_M = 0.04
 """``foot_warnings``: a clip whose lowest foot point sits a median this high is said to float (G1 ``M_Move8``: 58 mm;
 every other clip of ``../shared/data``: -6 to 22 mm, the most humanoid28's walk, which is tracked)."""
@@ -79,6 +83,24 @@ class FootContacts:
     skate_median: float
     """The median horizontal speed of the feet on the floor (nan if none is)."""
     skate_p90: float
+    flight_share: float
+    """The share of frames in flight (both feet more than ``FLIGHT_M`` above the clip's floor: jumps and hops)."""
+    longest_flight_s: float
+    """The longest stretch of consecutive frames in flight, in seconds (0 if none), ..."""
+    longest_flight_at_s: float
+    """... and the time of its first frame."""
+    root_lowest: float
+    """The root's lowest height above the clip's floor (how deep it crouches; a standing G1's is 0.78 m)."""
+
+
+def _longest_run(mask: np.ndarray) -> tuple[int, int]:
+    """The length and first index of the longest run of ``True`` in the 1-D ``mask`` (``(0, 0)`` if none)."""
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    if not starts.size:
+        return 0, 0
+    i = int((ends - starts).argmax())
+    return int(ends[i] - starts[i]), int(starts[i])
 
 
 def _local_points(model: mujoco.MjModel, geom: int) -> tuple[np.ndarray, float]:
@@ -152,18 +174,25 @@ def foot_contacts(
         behind = np.take_along_axis(points[:-2, ..., :2], idx, 2)[:, :, 0]
         speed[1:-1] = np.linalg.norm(ahead - behind, axis=-1) / (2 * dt)
     on_floor = z < contact
-    root = np.asarray(clip.body_pos_w, float)[:, 0, :2]
+    root = np.asarray(clip.body_pos_w, float)[:, 0]
     skate = speed[on_floor & ~np.isnan(speed)]  # the first and last frames have no central difference
     duration = max(n - 1, 1) * dt
+    floor = float(np.median(z.min(1)))
+    flight = z.min(1) - floor > FLIGHT_M
+    frames, first = _longest_run(flight)
     return FootContacts(
         duration_s=(n - 1) * dt,
-        root_speed=float(np.linalg.norm(root[-1] - root[0]) / duration),
-        lowest_median=float(np.median(z.min(1))),
+        root_speed=float(np.linalg.norm(root[-1, :2] - root[0, :2]) / duration),
+        lowest_median=floor,
         deepest=float(-z.min()),
         sunk_share=float((z.min(1) < -0.005).mean()),
         on_floor_share=float(on_floor.any(1).mean()),
         skate_median=float(np.median(skate)) if skate.size else float("nan"),
         skate_p90=float(np.percentile(skate, 90)) if skate.size else float("nan"),
+        flight_share=float(flight.mean()),
+        longest_flight_s=frames * dt,
+        longest_flight_at_s=first * dt,
+        root_lowest=float(root[:, 2].min() - floor),
     )
 
 
