@@ -230,6 +230,38 @@ def test_saved_statistics_load_from_either_layout_and_other_clips_start_afresh()
     assert torch.equal(sampler.stats, stats)
 
 
+def _named(T: int, name: str):
+    clip = ramp_clip(T=T)
+    clip.metadata["source"] = f"/data/{name}.npz"
+    return clip
+
+
+def test_saved_statistics_follow_each_clip_by_name_when_clips_are_reordered_added_or_changed():
+    """Breakage caught: statistics restored by position (a resume with the clips in another order gives each clip
+    another's failures: a same-shaped layout used to load silently), a clip added to the run dropping every clip's
+    statistics, a clip of the same name but another length taking the old rows. Saved: clips a (3 bins), b (1 bin),
+    c (3 bins) with known rows; restored into (c, a, d) and into (b', a) where b' is b at 3 bins."""
+    saver = MotionLibrary([_named(31, "a"), _named(11, "b"), _named(31, "c")]).adaptive
+    assert saver.names == ["a", "b", "c"] and saver.num_bins.tolist() == [3, 1, 3]
+    rows = torch.arange(2 * 3 * 3, dtype=torch.float32).view(2, 3, 3) * saver.valid
+    saver.stats.copy_(rows)
+    state = saver.state()
+    assert state["adaptive_sampler_clips"] == ["a", "b", "c"] and state["adaptive_sampler_bins"].tolist() == [3, 1, 3]
+    mixed = MotionLibrary([_named(31, "c"), _named(31, "a"), _named(21, "d")]).adaptive
+    with pytest.warns(UserWarning, match=r"for clips d in the checkpoint .* the other clips' resumes"):
+        mixed.restore(state)
+    assert torch.equal(mixed.stats[:, 0], rows[:, 2]) and torch.equal(mixed.stats[:, 1], rows[:, 0])
+    assert float(mixed.stats[:, 2].abs().sum()) == 0.0
+    same_order = MotionLibrary([_named(31, "a"), _named(11, "b"), _named(31, "c")]).adaptive
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same_order.restore(state)
+    assert torch.equal(same_order.stats, rows)
+    longer_b = MotionLibrary([_named(31, "b"), _named(31, "a")]).adaptive  # b now 3 bins: not the saved b
+    assert longer_b.load_saved(state) == "clips b"
+    assert float(longer_b.stats[:, 0].abs().sum()) == 0.0 and torch.equal(longer_b.stats[:, 1], rows[:, 0])
+
+
 def test_exposure_is_the_time_each_ended_episode_spent_in_each_bin():
     """Three episodes of a 3 s clip (1 s bins) end: at 2.5 s after 2 s (covers [0.5, 2.5]: 0.5, 1, 0.5 s), at 0.8 s
     after 3 s (clipped at the clip's start: [0, 0.8]), and one that did not end (ignored); the first failed."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -71,9 +71,17 @@ class AdaptiveSampler:
     """
 
     def __init__(
-        self, durations: torch.Tensor, clip_weights: torch.Tensor, cfg: AdaptiveSamplingConfig | None = None
+        self,
+        durations: torch.Tensor,
+        clip_weights: torch.Tensor,
+        cfg: AdaptiveSamplingConfig | None = None,
+        names: Sequence[str] | None = None,
     ) -> None:
         cfg = cfg or AdaptiveSamplingConfig()
+        if names is not None and len(names) != len(durations):
+            raise ValueError(f"adaptive sampling: {len(names)} clip names for {len(durations)} clips")
+        self.names = None if names is None else [str(n) for n in names]
+        """The clips' names (saved with the statistics, which a resume restores by name); None: by layout only."""
         if cfg.bin_duration <= 0 or not 0 < cfg.ema_alpha <= 1 or not 0 <= cfg.uniform_ratio <= 1:
             raise ValueError("adaptive sampling needs bin_duration > 0, 0 < ema_alpha <= 1 and 0 <= uniform_ratio <= 1")
         if cfg.kernel_size < 1 or cfg.weighting not in ("rate", "count") or cfg.clip_balance not in ("weights", "rate"):
@@ -126,12 +134,27 @@ class AdaptiveSampler:
         failures at their end."""
         self._pending += self._counts(clip_ids, times, failed, torch.ones_like(failed, dtype=torch.bool), spans)
 
+    def state(self) -> dict[str, Any]:
+        """What an env's checkpoint keeps of the sampler: the EMAs (``adaptive_sampler``) and, when the clips are
+        named, their names and bin counts (``adaptive_sampler_clips``, ``adaptive_sampler_bins``), by which
+        ``load_saved`` finds each clip's statistics again."""
+        out: dict[str, Any] = {"adaptive_sampler": self.stats.clone()}
+        if self.names is not None:
+            out["adaptive_sampler_clips"] = list(self.names)
+            out["adaptive_sampler_bins"] = self.num_bins.cpu().clone()
+        return out
+
     def load_saved(self, state: Mapping[str, Any]) -> str | None:
         """Restore the EMAs an env saved in ``state``: ``adaptive_sampler`` ``[2, C, B]``, or from before exposure was
         counted the failure EMA alone, ``adaptive_failures`` ``[C, B]``, restored with zero exposure (failure counts
-        then resume exactly). Returns None when restored; else what was found (nothing, or another layout: other
-        clips), and the EMAs start afresh at zero."""
+        then resume exactly). Saved with clip names (``state()``) and with names here, each clip takes the statistics
+        saved under its name and bin count, wherever it was in the saved order (clips reordered, added or removed);
+        the others start at zero. Returns None when every clip is restored; else what was missing (``"none"``,
+        ``"shape ..."``: another layout without names, ``"clips a, b"``: those clips), which starts afresh at zero."""
         saved, old = state.get("adaptive_sampler"), state.get("adaptive_failures")
+        names = state.get("adaptive_sampler_clips")
+        if saved is not None and names is not None and self.names is not None:
+            return self._load_by_name(saved, [str(n) for n in names], state.get("adaptive_sampler_bins"))
         if saved is None and old is not None:
             same = tuple(old.shape) == tuple(self.stats.shape[1:])
             saved = torch.stack((old, torch.zeros_like(old))) if same else old
@@ -141,11 +164,36 @@ class AdaptiveSampler:
         self.stats.copy_(saved.to(self.stats.device))
         return None
 
+    def _load_by_name(self, saved: torch.Tensor, names: list[str], bins: torch.Tensor | None) -> str | None:
+        """``load_saved`` of statistics saved with clip names (and bin counts): row by row, by name."""
+        self.stats.zero_()
+        if saved.dim() != 3 or saved.shape[0] != 2 or saved.shape[1] != len(names):
+            return f"shape {tuple(saved.shape)}"
+        counts = [saved.shape[2]] * len(names) if bins is None else [int(b) for b in bins]
+        taken: set[int] = set()
+        missing = []
+        for i, name in enumerate(self.names or []):
+            n = int(self.num_bins[i])
+            j = next((k for k, m in enumerate(names) if m == name and k not in taken and counts[k] == n), None)
+            if j is None:
+                missing.append(name)
+                continue
+            taken.add(j)
+            self.stats[:, i, :n] = saved[:, j, :n].to(self.stats)
+        return f"clips {', '.join(missing)}" if missing else None
+
     def restore(self, state: Mapping[str, Any]) -> None:
-        """``load_saved``, with a warning when ``state`` holds no statistics or those of another layout (other clips):
-        the sampling then starts afresh."""
+        """``load_saved``, with a warning when ``state`` holds no statistics, those of another layout (other clips), or
+        none for some of this run's clips: their sampling then starts afresh."""
         found = self.load_saved(state)
-        if found is not None:
+        if found is not None and found.startswith("clips "):
+            warnings.warn(
+                f"env state: no adaptive sampling statistics for {found} in the checkpoint (new clips, renamed, or of "
+                "another length); their sampling starts afresh, the other clips' resumes",
+                UserWarning,
+                stacklevel=3,
+            )
+        elif found is not None:
             warnings.warn(
                 f"env state: adaptive sampling statistics of another layout ({found}, this run has "
                 f"{tuple(self.stats.shape)}: other motions); its sampling starts afresh",

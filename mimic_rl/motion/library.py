@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
@@ -65,7 +66,9 @@ class MotionLibrary:
         if w.shape != (len(clips),) or not bool(torch.isfinite(w).all()) or bool((w < 0).any()) or float(w.sum()) <= 0:
             raise ValueError(f"weights: expected {len(clips)} non-negative numbers with a positive sum, got {weights}")
         self.clip_weights = w.to(self.device)
-        self.adaptive = AdaptiveSampler(self.clip_duration, self.clip_weights, adaptive)
+        self.clip_names = [Path(str(clip.metadata.get("source", "clip"))).stem for clip in self.clips]
+        """Each clip's name: its source file's stem (per-clip evaluations and the sampler's saved statistics)."""
+        self.adaptive = AdaptiveSampler(self.clip_duration, self.clip_weights, adaptive, self.clip_names)
 
     def _build_frame_table(self) -> None:
         """Every frame of every clip as one row of all its fields side by side (interpolation: one gather per end

@@ -9,7 +9,6 @@ and the adaptive sampler's statistics in checkpoints. A backend subclasses it fo
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -105,7 +104,7 @@ class ManagerTaskVecEnv:
         clips = command.library.clips
         command.eval_clip = clip_of_env(len(clips), envs_per_clip, self.device)
         self.reset()
-        names = [Path(str(clip.metadata.get("source", "clip"))).stem for clip in clips]
+        names = command.library.clip_names
         return play_clips_from_start(self, policy, command.tracked, names, [clip.duration for clip in clips])
 
     def state_dict(self) -> dict[str, Any]:
@@ -113,7 +112,7 @@ class ManagerTaskVecEnv:
         is not saved: a resumed run starts fresh episodes); nothing on the simulator's own tasks."""
         if self.mimic_command is None:
             return {}
-        return {"adaptive_sampler": self.mimic_command.library.adaptive.stats.clone()}
+        return self.mimic_command.library.adaptive.state()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()``; failure statistics of other clips (another bin layout) are left out, with a

@@ -25,25 +25,33 @@ def env_state_dict(env: Any) -> dict[str, Any]:
         "variant_of_env": torch.from_numpy(env.physics.variant_of_env.copy()),
         "physics_rng": env.physics.rng.bit_generator.state,
         "generator": env._gen.get_state(),
-        "adaptive_sampler": env.library.adaptive.stats.clone(),
+        **env.library.adaptive.state(),
         "obs": {k: v.clone() for k, v in env._obs.items()},
         **{k: getattr(env, k).clone() for k in ENV_TENSORS},
         **({} if channels is None else {"sensor_channels": channels.state_dict(env._action_delay)}),
     }
 
 
+def _same_clips(env: Any, state: dict[str, Any]) -> bool:
+    """Whether the saved env ran this env's clips: the same names and bin counts in the same order (saved since the
+    sampler kept names); a checkpoint from before, whatever its clips, unless an env's clip is not one of this env's."""
+    names = state.get("adaptive_sampler_clips")
+    if names is None:
+        return int(state["clip_ids"].max()) < env.library.num_clips
+    bins = state.get("adaptive_sampler_bins")
+    same_bins = bins is None or bins.tolist() == env.library.adaptive.num_bins.tolist()
+    return list(names) == env.library.clip_names and same_bins
+
+
 def load_env_state(env: Any, state: dict[str, Any]) -> None:
     """Restore ``env_state_dict``'s ``state`` into ``env``, a ``MujocoTrackingEnv`` built with the same config (typed
-    ``Any``: this module is imported by the env's)."""
+    ``Any``: this module is imported by the env's). Built with other clips (a resume with other motions), only the
+    random streams and the sampler's statistics (by clip name) are restored, with a warning: the saved episodes, on
+    clips this env does not have or in another order, start afresh."""
     physics = env.physics
     physics_state = state["physics_state"].cpu().numpy()
     if physics_state.shape != physics.state.shape:
         raise ValueError(f"env state is for {physics_state.shape[0]} envs, this env has {env.num_envs}")
-    physics.state[:] = physics_state
-    physics.sensordata[:] = state["sensordata"].cpu().numpy()
-    env._sync_sensors()
-    physics.variant_of_env[:] = state["variant_of_env"].cpu().numpy()
-    physics.assign_variants(np.arange(0), physics.variant_of_env)
     physics.rng.bit_generator.state = state["physics_rng"]
     generator = state["generator"].cpu()
     if generator.numel() == env._gen.get_state().numel():
@@ -52,6 +60,17 @@ def load_env_state(env: Any, state: dict[str, Any]) -> None:
         message = "the checkpoint's env random stream is a CUDA generator's; restarting it from the seed"
         warnings.warn(message, stacklevel=3)
     env.library.adaptive.restore(state)
+    if not _same_clips(env, state):
+        saved = state.get("adaptive_sampler_clips")
+        ran = f" ({', '.join(saved)})" if saved is not None else ""
+        message = f"env state: the checkpoint's env ran other clips{ran}; its episodes start afresh on this run's clips"
+        warnings.warn(message, stacklevel=3)
+        return
+    physics.state[:] = physics_state
+    physics.sensordata[:] = state["sensordata"].cpu().numpy()
+    env._sync_sensors()
+    physics.variant_of_env[:] = state["variant_of_env"].cpu().numpy()
+    physics.assign_variants(np.arange(0), physics.variant_of_env)
     for k in ENV_TENSORS:
         getattr(env, k).copy_(state[k])
     if env._channels is not None and "sensor_channels" in state:

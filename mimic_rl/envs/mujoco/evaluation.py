@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from mimic_rl.envs.mujoco.config import TrackingEnvConfig
@@ -46,7 +45,7 @@ def evaluate_mujoco(
             check_env(env)
         if len(clips) > 1:
             env.start_clips(clip_of_env(len(clips), num_envs, env.device))
-        names = [Path(str(clip.metadata.get("source", "clip"))).stem for clip in clips]
+        names = env.library.clip_names
         results = play_clips_from_start(env, policy, env.tracked, names, [clip.duration for clip in clips])
     finally:
         env.close()
