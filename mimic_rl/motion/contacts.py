@@ -46,7 +46,7 @@ CONTACT_M = 0.015
 """A foot whose lowest point is within this of the floor is on it."""
 FLIGHT_M = 0.03
 """``foot_contacts``: a frame whose lowest foot point is more than this above the clip's floor (the median lowest foot
-point) is in flight: both feet off the floor (the G1 clips' feet brush 15-30 mm over it while stepping)."""
+point) is in flight: both feet off the floor (twice ``CONTACT_M``: a foot brushing the floor is not a flight)."""
 FLOAT_WARN_M = 0.04
 """``foot_warnings``: a clip whose lowest foot point sits a median this high is said to float (G1 ``M_Move8``: 58 mm;
 every other clip of ``../shared/data``: -6 to 22 mm, the most humanoid28's walk, which is tracked)."""
@@ -90,7 +90,7 @@ class FootContacts:
     longest_flight_at_s: float
     """... and the time of its first frame."""
     root_lowest: float
-    """The root's lowest height above the clip's floor (how deep it crouches; a standing G1's is 0.78 m)."""
+    """The root's lowest height above the clip's floor (how deep it crouches; the shared G1 clips: 0.51-0.82 m)."""
 
 
 def _longest_run(mask: np.ndarray) -> tuple[int, int]:

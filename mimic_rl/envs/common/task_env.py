@@ -115,8 +115,8 @@ class ManagerTaskVecEnv:
         return self.mimic_command.library.adaptive.state()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict()``; failure statistics of other clips (another bin layout) are left out, with a
-        warning."""
+        """Restore ``state_dict()``: the sampler's statistics clip by clip, by name (``AdaptiveSampler.load_saved``);
+        a clip the checkpoint lacks starts afresh, with a warning."""
         if self.mimic_command is None or not {"adaptive_sampler", "adaptive_failures"} & state.keys():
             return
         self.mimic_command.library.adaptive.restore(state)
