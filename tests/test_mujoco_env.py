@@ -459,6 +459,12 @@ def test_an_env_state_of_other_clips_keeps_each_clips_statistics_and_restarts_th
             torch.testing.assert_close(env.library.adaptive.stats[:, i, :n], rows[:, j, :n], atol=0, rtol=0)
         env.step(torch.zeros(8, env.num_actions))
         assert int(env.clip_ids.max()) < len(motions)
+    old = {k: v for k, v in state.items() if k not in ("adaptive_sampler_clips", "adaptive_sampler_bins")}
+    assert int(old["clip_ids"].max()) == 1  # a checkpoint from before names: an env on the dance, which is gone
+    env = MujocoTrackingEnv(TrackingEnvConfig(num_envs=8, motions=[walk]))
+    with pytest.warns(UserWarning, match=r"ran other clips; its episodes start afresh"):
+        env.load_state_dict(old)
+    env.step(torch.zeros(8, env.num_actions))
 
 
 def test_compiled_mdp_step_matches_eager(data_dir, monkeypatch):
