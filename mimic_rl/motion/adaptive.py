@@ -144,6 +144,15 @@ class AdaptiveSampler:
             out["adaptive_sampler_bins"] = self.num_bins.cpu().clone()
         return out
 
+    def saved_for_same_clips(self, state: Mapping[str, Any]) -> bool | None:
+        """Whether ``state`` (``state()``) was saved for these clips: the same names and bin counts in the same order;
+        None when it or this sampler holds no names (a checkpoint from before names were saved)."""
+        names = state.get("adaptive_sampler_clips")
+        if names is None or self.names is None:
+            return None
+        bins = state.get("adaptive_sampler_bins")
+        return [str(n) for n in names] == self.names and (bins is None or bins.tolist() == self.num_bins.tolist())
+
     def load_saved(self, state: Mapping[str, Any]) -> str | None:
         """Restore the EMAs an env saved in ``state``: ``adaptive_sampler`` ``[2, C, B]``, or from before exposure was
         counted the failure EMA alone, ``adaptive_failures`` ``[C, B]``, restored with zero exposure (failure counts

@@ -33,14 +33,10 @@ def env_state_dict(env: Any) -> dict[str, Any]:
 
 
 def _same_clips(env: Any, state: dict[str, Any]) -> bool:
-    """Whether the saved env ran this env's clips: the same names and bin counts in the same order (saved since the
-    sampler kept names); a checkpoint from before, whatever its clips, unless an env's clip is not one of this env's."""
-    names = state.get("adaptive_sampler_clips")
-    if names is None:
-        return int(state["clip_ids"].max()) < env.library.num_clips
-    bins = state.get("adaptive_sampler_bins")
-    same_bins = bins is None or bins.tolist() == env.library.adaptive.num_bins.tolist()
-    return list(names) == env.library.clip_names and same_bins
+    """Whether the saved env ran this env's clips (``AdaptiveSampler.saved_for_same_clips``); for a checkpoint from
+    before clip names were saved, unless one of its envs ran a clip this env does not have."""
+    same = env.library.adaptive.saved_for_same_clips(state)
+    return int(state["clip_ids"].max()) < env.library.num_clips if same is None else same
 
 
 def load_env_state(env: Any, state: dict[str, Any]) -> None:
