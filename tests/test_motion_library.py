@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mimic_rl.motion import MotionClip, MotionFormatError, MotionLibrary
-from mimic_rl.motion.adaptive import AdaptiveSamplingConfig, inverse_cdf
+from mimic_rl.motion.adaptive import AdaptiveSamplingConfig, Unrestored, inverse_cdf
 
 
 def ramp_clip(T=11, fps=10.0, J=2, B=2, offset=0.0, loop_mode="clamp") -> MotionClip:
@@ -219,9 +219,9 @@ def test_saved_statistics_load_from_either_layout_and_other_clips_start_afresh()
     assert sampler.load_saved({"adaptive_sampler": stats}) is None and torch.equal(sampler.stats, stats)
     assert sampler.load_saved({"adaptive_failures": stats[0]}) is None
     assert torch.equal(sampler.stats[0], stats[0]) and float(sampler.stats[1].abs().sum()) == 0.0
-    assert sampler.load_saved({"adaptive_failures": torch.ones(5, 7)}) == "shape (5, 7)"
+    assert sampler.load_saved({"adaptive_failures": torch.ones(5, 7)}) == Unrestored("layout", shape=(5, 7))
     assert float(sampler.stats.abs().sum()) == 0.0
-    assert sampler.load_saved({}) == "none"
+    assert sampler.load_saved({}) == Unrestored("none")
     with pytest.warns(UserWarning, match=r"another layout \(shape \(5, 7\), this run has \(2, 2, 3\)"):
         sampler.restore({"adaptive_sampler": torch.ones(5, 7)})
     with warnings.catch_warnings():
@@ -258,7 +258,7 @@ def test_saved_statistics_follow_each_clip_by_name_when_clips_are_reordered_adde
         same_order.restore(state)
     assert torch.equal(same_order.stats, rows)
     longer_b = MotionLibrary([_named(31, "b"), _named(31, "a")]).adaptive  # b now 3 bins: not the saved b
-    assert longer_b.load_saved(state) == "clips b"
+    assert longer_b.load_saved(state) == Unrestored("clips", clips=("b",))
     assert float(longer_b.stats[:, 0].abs().sum()) == 0.0 and torch.equal(longer_b.stats[:, 1], rows[:, 0])
 
 

@@ -24,7 +24,7 @@ import torch
 
 from mimic_rl.utils import Range
 
-__all__ = ["AdaptiveSampler", "AdaptiveSamplingConfig", "inverse_cdf"]
+__all__ = ["AdaptiveSampler", "AdaptiveSamplingConfig", "Unrestored", "inverse_cdf"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,17 @@ class AdaptiveSamplingConfig:
     ``weighting``; ``weights`` (before issue 30): one distribution over every bin of every clip, in which a long clip,
     with more bins and more traffic, collects the failures and the starts. The same with one clip
     (docs/ablations.md, many clips)."""
+
+
+@dataclass(frozen=True)
+class Unrestored:
+    """What ``AdaptiveSampler.load_saved`` did not restore (those statistics start afresh at zero): ``"none"``, no
+    statistics in the checkpoint; ``"layout"``, statistics of another ``shape`` saved without clip names (other
+    motions); ``"clips"``, none saved under these ``clips``' names and bin counts (the others were restored)."""
+
+    reason: Literal["none", "layout", "clips"]
+    shape: tuple[int, ...] = ()
+    clips: tuple[str, ...] = ()
 
 
 def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -153,13 +164,12 @@ class AdaptiveSampler:
         bins = state.get("adaptive_sampler_bins")
         return [str(n) for n in names] == self.names and (bins is None or bins.tolist() == self.num_bins.tolist())
 
-    def load_saved(self, state: Mapping[str, Any]) -> str | None:
+    def load_saved(self, state: Mapping[str, Any]) -> Unrestored | None:
         """Restore the EMAs an env saved in ``state``: ``adaptive_sampler`` ``[2, C, B]``, or from before exposure was
         counted the failure EMA alone, ``adaptive_failures`` ``[C, B]``, restored with zero exposure (failure counts
         then resume exactly). Saved with clip names (``state()``) and with names here, each clip takes the statistics
         saved under its name and bin count, wherever it was in the saved order (clips reordered, added or removed);
-        the others start at zero. Returns None when every clip is restored; else what was missing (``"none"``,
-        ``"shape ..."``: another layout without names, ``"clips a, b"``: those clips), which starts afresh at zero."""
+        the others start at zero. Returns None when every clip is restored, else what was not (``Unrestored``)."""
         saved, old = state.get("adaptive_sampler"), state.get("adaptive_failures")
         names = state.get("adaptive_sampler_clips")
         if saved is not None and names is not None and self.names is not None:
@@ -169,15 +179,15 @@ class AdaptiveSampler:
             saved = torch.stack((old, torch.zeros_like(old))) if same else old
         if saved is None or tuple(saved.shape) != tuple(self.stats.shape):
             self.stats.zero_()
-            return "none" if saved is None else f"shape {tuple(saved.shape)}"
+            return Unrestored("none") if saved is None else Unrestored("layout", shape=tuple(saved.shape))
         self.stats.copy_(saved.to(self.stats.device))
         return None
 
-    def _load_by_name(self, saved: torch.Tensor, names: list[str], bins: torch.Tensor | None) -> str | None:
+    def _load_by_name(self, saved: torch.Tensor, names: list[str], bins: torch.Tensor | None) -> Unrestored | None:
         """``load_saved`` of statistics saved with clip names (and bin counts): row by row, by name."""
         self.stats.zero_()
         if saved.dim() != 3 or saved.shape[0] != 2 or saved.shape[1] != len(names):
-            return f"shape {tuple(saved.shape)}"
+            return Unrestored("layout", shape=tuple(saved.shape))
         counts = [saved.shape[2]] * len(names) if bins is None else [int(b) for b in bins]
         taken: set[int] = set()
         missing = []
@@ -189,26 +199,26 @@ class AdaptiveSampler:
                 continue
             taken.add(j)
             self.stats[:, i, :n] = saved[:, j, :n].to(self.stats)
-        return f"clips {', '.join(missing)}" if missing else None
+        return Unrestored("clips", clips=tuple(missing)) if missing else None
 
     def restore(self, state: Mapping[str, Any]) -> None:
         """``load_saved``, with a warning when ``state`` holds no statistics, those of another layout (other clips), or
         none for some of this run's clips: their sampling then starts afresh."""
-        found = self.load_saved(state)
-        if found is not None and found.startswith("clips "):
-            warnings.warn(
-                f"env state: no adaptive sampling statistics for {found} in the checkpoint (new clips, renamed, or of "
-                "another length); their sampling starts afresh, the other clips' resumes",
-                UserWarning,
-                stacklevel=3,
+        lost = self.load_saved(state)
+        if lost is None:
+            return
+        if lost.reason == "clips":
+            message = (
+                f"env state: no adaptive sampling statistics for clips {', '.join(lost.clips)} in the checkpoint (new "
+                "clips, renamed, or of another length); their sampling starts afresh, the other clips' resumes"
             )
-        elif found is not None:
-            warnings.warn(
+        else:
+            found = "none" if lost.reason == "none" else f"shape {lost.shape}"
+            message = (
                 f"env state: adaptive sampling statistics of another layout ({found}, this run has "
-                f"{tuple(self.stats.shape)}: other motions); its sampling starts afresh",
-                UserWarning,
-                stacklevel=3,
+                f"{tuple(self.stats.shape)}: other motions); its sampling starts afresh"
             )
+        warnings.warn(message, UserWarning, stacklevel=3)
 
     def update(self) -> None:
         """Fold the episodes recorded since the last call into the EMAs."""
