@@ -15,7 +15,6 @@ beside / alone (a fair share on 2 cores is 0.5), and the competitor's own iterat
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import statistics
@@ -24,6 +23,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from eval_history import read_jsonl  # tools/eval_history.py
 
 COMPETITOR = """
 import sys, time, torch
@@ -51,7 +52,7 @@ def train(args: argparse.Namespace, work: Path, name: str) -> float:
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS" or args.keep_omp}
     env.update(dict(item.split("=", 1) for item in args.train_env))
     subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL, timeout=args.timeout)
-    rows = [json.loads(line) for line in (log_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_jsonl(log_dir / "metrics.jsonl")
     return statistics.median(r["perf/steps_per_s"] for r in rows[args.warmup :])
 
 
