@@ -1,0 +1,38 @@
+"""``tools/servo_lag.py``: the open-loop replay on any built-in robot, and its lag per window of the clip."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mimic_rl.envs.mujoco.robots import build_model, g1_config, humanoid28_config
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from servo_lag import servo_lag
+
+
+def test_the_windows_split_the_replay_without_gap_or_overlap(data_dir):
+    """Breakage caught: a step counted in two windows or in none, the last window dropped, a window of the wrong
+    length. humanoid28's physics step is 5 ms, so a 0.5 s window holds 100 steps; the windows' means weighted by their
+    step counts are the legs' mean over the whole replay, and their worst is its worst."""
+    assert build_model(humanoid28_config(), sensors=False)[0].opt.timestep == pytest.approx(0.005)
+    r = servo_lag(str(data_dir / "motions/humanoid28/humanoid_walk.npz"), feedforward=False, window=0.5)
+    starts, means, worsts, steps = (np.array(c) for c in zip(*r["windows"]))
+    np.testing.assert_allclose(starts, 0.5 * np.arange(len(starts)))
+    assert (steps[:-1] == 100).all() and 0 < steps[-1] <= 100 and steps.sum() == r["steps"]
+    assert (means * steps).sum() / steps.sum() == pytest.approx(r["legs"], rel=1e-9)
+    assert worsts.max() <= r["worst"]
+
+
+def test_on_the_g1_the_feed_forward_cuts_the_lag_of_the_envs_servos(data_dir):
+    """Breakage caught: the G1 replayed on its MJCF as shipped (no actuators at all: ``build_model`` adds the env's
+    position servos, kp 40-99 N m/rad with damping ratio 2), or the feed-forward's gain not applied. A velocity
+    feed-forward of ``kv / kp`` cancels the servo's damping term, so the lag must fall (humanoid28's run: to a
+    quarter; ``B_HandsUp``, whose arms move and legs hardly: 0.027 -> 0.016 rad)."""
+    robot = g1_config(data_dir / "robots/unitree_g1/g1.xml")
+    path = str(data_dir / "motions/g1/B_HandsUp.csv")
+    off, on = (servo_lag(path, ff, robot, csv_fps=60) for ff in (False, True))
+    assert 0 < on["mean"] < 0.7 * off["mean"] and on["legs"] <= off["legs"]
