@@ -11,7 +11,7 @@ import pytest
 from mimic_rl.envs.mujoco.robots import build_model, g1_config, humanoid28_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from servo_lag import servo_lag
+from servo_lag import main, servo_lag
 
 
 def test_the_windows_split_the_replay_without_gap_or_overlap(data_dir):
@@ -36,3 +36,22 @@ def test_on_the_g1_the_feed_forward_cuts_the_lag_of_the_envs_servos(data_dir):
     path = str(data_dir / "motions/g1/B_HandsUp.csv")
     off, on = (servo_lag(path, ff, robot, csv_fps=60) for ff in (False, True))
     assert 0 < on["mean"] < 0.7 * off["mean"] and on["legs"] <= off["legs"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["missing.npz"], "missing.npz"),
+        (["--robot", "g1", "clip.csv"], "--robot-mjcf"),
+        (["--window", "0", "clip.npz"], "--window: expected seconds > 0, found 0.0"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_code_2(monkeypatch, capsys, argv, said):
+    """Breakage caught: a traceback for a missing clip or a G1 without its MJCF, one-step windows for a window of 0
+    (argparse's own errors come after its usage line)."""
+    monkeypatch.setattr(sys, "argv", ["servo_lag.py", *argv])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "Traceback" not in err
+    assert said in err.splitlines()[-1] and "error: " in err.splitlines()[-1]

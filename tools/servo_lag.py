@@ -15,12 +15,14 @@ balance; with ``--window S``, the legs' mean and worst lag in each S seconds of 
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 
 import mujoco
 import numpy as np
 
 from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, robot_config, servo_kv_over_kp
+from mimic_rl.errors import MimicRLError
 
 
 def _lerp(x: np.ndarray, fps: float, t: float) -> np.ndarray:
@@ -85,11 +87,18 @@ def main() -> None:
     parser.add_argument("--csv-fps", type=float, default=None, help="frame rate of CSV clips")
     parser.add_argument("--window", type=float, default=None, help="also the legs' lag per this many seconds")
     args = parser.parse_args()
-    robot = robot_config(args.robot, args.robot_mjcf)
+    if args.window is not None and not args.window > 0:
+        parser.error(f"--window: expected seconds > 0, found {args.window}")
     warnings.simplefilter("ignore")  # the clips' repeated-frame and feet notices
     for path in args.clips:
         for feedforward in (False, True):
-            r = servo_lag(path, feedforward, robot, args.csv_fps, window=args.window)
+            try:
+                r = servo_lag(
+                    path, feedforward, robot_config(args.robot, args.robot_mjcf), args.csv_fps, window=args.window
+                )
+            except (MimicRLError, OSError) as exc:  # a missing or malformed clip or MJCF, no MJCF for g1: one line
+                print(f"error: {exc}", file=sys.stderr)
+                sys.exit(2)
             name = path.rsplit("/", 1)[-1]
             print(
                 f"{name:22s} feed-forward {'on ' if feedforward else 'off'}: joint lag mean {r['mean']:.3f} rad, "
