@@ -90,22 +90,28 @@ def main() -> None:
     if args.window is not None and not args.window > 0:
         parser.error(f"--window: expected seconds > 0, found {args.window}")
     warnings.simplefilter("ignore")  # the clips' repeated-frame and feet notices
-    for path in args.clips:
-        for feedforward in (False, True):
-            try:
-                r = servo_lag(
-                    path, feedforward, robot_config(args.robot, args.robot_mjcf), args.csv_fps, window=args.window
-                )
-            except (MimicRLError, OSError) as exc:  # a missing or malformed clip or MJCF, no MJCF for g1: one line
-                print(f"error: {exc}", file=sys.stderr)
-                sys.exit(2)
-            name = path.rsplit("/", 1)[-1]
-            print(
-                f"{name:22s} feed-forward {'on ' if feedforward else 'off'}: joint lag mean {r['mean']:.3f} rad, "
-                f"legs {r['legs']:.3f}, worst {r['worst']:.2f}; leg servos at their limit {r['saturated']:.1%}"
-            )
-            for start, mean, worst, _ in r.get("windows", []):
-                print(f"    {start:6.1f}-{start + args.window:.1f} s: legs {mean:.3f} rad, worst {worst:.2f}")
+    try:  # a missing or malformed clip or MJCF, no MJCF for g1: one line
+        robot = robot_config(args.robot, args.robot_mjcf)
+        for path in args.clips:
+            for feedforward in (False, True):
+                r = servo_lag(path, feedforward, robot, args.csv_fps, window=args.window)
+                _print(path, feedforward, r, args.window)
+    except (MimicRLError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _print(path: str, feedforward: bool, r: dict, window: float | None) -> None:
+    """One clip's line for one setting, then its windows' lines."""
+    name = path.rsplit("/", 1)[-1]
+    print(
+        f"{name:22s} feed-forward {'on ' if feedforward else 'off'}: joint lag mean {r['mean']:.3f} rad, "
+        f"legs {r['legs']:.3f}, worst {r['worst']:.2f}; leg servos at their limit {r['saturated']:.1%}"
+    )
+    windows = r.get("windows", [])
+    for start, mean, worst, steps in windows:  # the last window ends with the clip
+        end = start + window * steps / windows[0][3]
+        print(f"    {start:6.1f}-{end:.1f} s: legs {mean:.3f} rad, worst {worst:.2f}")
 
 
 if __name__ == "__main__":
