@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -55,3 +56,14 @@ def test_bad_input_is_one_line_and_exit_code_2(monkeypatch, capsys, argv, said):
     err = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and "Traceback" not in err
     assert said in err.splitlines()[-1] and "error: " in err.splitlines()[-1]
+
+
+def test_a_reader_that_stops_early_ends_it_quietly(data_dir):
+    """Breakage caught: ``| head`` reported as "error: [Errno 32] Broken pipe" with exit code 2, or Python's
+    "Exception ignored ... BrokenPipeError" at exit. The pipe's reading end is closed before the tool prints."""
+    tool = Path(__file__).resolve().parents[1] / "tools/servo_lag.py"
+    clip = str(data_dir / "motions/humanoid28/humanoid_walk.npz")
+    proc = subprocess.Popen([sys.executable, str(tool), clip], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1 and err == ""

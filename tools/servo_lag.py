@@ -15,6 +15,7 @@ balance; with ``--window S``, the legs' mean and worst lag in each S seconds of 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 
@@ -96,6 +97,10 @@ def main() -> None:
             for feedforward in (False, True):
                 r = servo_lag(path, feedforward, robot, args.csv_fps, window=args.window)
                 _print(path, feedforward, r, args.window)
+        sys.stdout.flush()  # here, so that a closed pipe is caught below and not at exit
+    except BrokenPipeError:  # the reader closed early (| head): stop quietly, as Python's docs advise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     except (MimicRLError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
