@@ -12,6 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
 import eval_history
 
+from mimic_rl.runners.logging import evaluated_iterations
+
 
 def _entry(iteration: int, successes: tuple[float, float]) -> dict:
     clips: list[dict] = [
@@ -97,6 +99,8 @@ def test_a_line_cut_short_by_a_killed_run_is_left_out_and_said(tmp_path, capsys)
         f.write(json.dumps(_entry(150, (1.0, 1.0)))[:40])  # killed while writing
     assert [e["iteration"] for e in eval_history.read_history(run)] == [50, 100]
     assert capsys.readouterr().err.strip() == f"{run / 'evals.jsonl'}:3: not a JSON line (cut short?), left out"
+    # the runner's resume reads the same file the same way: 150 has no evaluation, so it is done again
+    assert evaluated_iterations(run / "evals.jsonl") == {50, 100}
 
 
 def test_a_folder_without_evaluations_is_one_line_and_exit_code_2(tmp_path, capsys):

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from eval_history import read_jsonl  # tools/eval_history.py
+from mimic_rl.runners.logging import read_jsonl
 
 COMPETITOR = """
 import sys, time, torch

@@ -24,6 +24,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from mimic_rl.runners.logging import read_eval_history
+
 
 @dataclass
 class Reached:
@@ -52,31 +54,9 @@ class Reached:
 
 
 def read_history(run: Path) -> list[dict]:
-    """The evaluations of ``run`` (its ``evals.jsonl``), in order; an empty list when it has none yet.
-
-    A run resumed from a checkpoint older than its last evaluations evaluates that stretch again: an evaluation
-    replaces every earlier line of its iteration or later (those of the stretch the crash lost). A line that is not
-    JSON (one cut short by a killed process) is left out, and said on stderr."""
-    history: list[dict] = []
-    for entry in read_jsonl(run / "evals.jsonl" if run.is_dir() else run):
-        history = [e for e in history if e["iteration"] < entry["iteration"]] + [entry]
-    return history
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    """The JSON lines of ``path`` in order (none when it does not exist); blank lines are skipped, and a line that is
-    not JSON (one cut short by a killed process) is left out and said on stderr."""
-    if not path.exists():
-        return []
-    rows: list[dict] = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            print(f"{path}:{number}: not a JSON line (cut short?), left out", file=sys.stderr)
-    return rows
+    """The evaluations of ``run`` (its folder or its ``evals.jsonl``), in order, a resumed run's re-done evaluations
+    in place of those of the stretch it lost (``read_eval_history``)."""
+    return read_eval_history(run / "evals.jsonl" if run.is_dir() else run)
 
 
 def mean_success(entry: dict) -> float:

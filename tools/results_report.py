@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from eval_history import read_history, read_jsonl  # tools/eval_history.py
+from eval_history import read_history  # tools/eval_history.py
+
+from mimic_rl.runners.logging import read_jsonl
 
 QUALITY = (
     ("foot_slide_mm_s", "foot sliding mm/s", ".0f"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ __all__ = [
     "append_eval_history",
     "evaluated_iterations",
     "format_duration",
+    "read_eval_history",
+    "read_jsonl",
     "with_rsl_rl_tags",
 ]
 
@@ -173,12 +176,32 @@ def append_eval_history(path: Path, iteration: int, total_steps: int, evaluation
 def evaluated_iterations(path: Path) -> set[int]:
     """The iterations ``path`` (a run's ``evals.jsonl``) holds an evaluation of; empty when it does not exist. A line
     cut short by a killed process is not an evaluation."""
+    return {int(row["iteration"]) for row in read_jsonl(path) if isinstance(row, dict) and "iteration" in row}
+
+
+def read_eval_history(path: Path) -> list[dict]:
+    """The evaluations in ``path`` (a run's ``evals.jsonl``), in order; an empty list when it has none yet.
+
+    A run resumed from a checkpoint older than its last evaluations evaluates that stretch again: an evaluation
+    replaces every earlier line of its iteration or later (those of the stretch the crash lost). A line that is not
+    JSON (one cut short by a killed process) is left out, and said on stderr."""
+    history: list[dict] = []
+    for entry in read_jsonl(path):
+        history = [e for e in history if e["iteration"] < entry["iteration"]] + [entry]
+    return history
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The JSON lines of ``path`` in order (none when it does not exist); blank lines are skipped, and a line that is
+    not JSON (one cut short by a killed process) is left out and said on stderr."""
     if not path.exists():
-        return set()
-    done = set()
-    for line in path.read_text().splitlines():
-        try:
-            done.add(int(json.loads(line)["iteration"]))
-        except (ValueError, KeyError, TypeError):  # json.JSONDecodeError is a ValueError
+        return []
+    rows: list[dict] = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
             continue
-    return done
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            print(f"{path}:{number}: not a JSON line (cut short?), left out", file=sys.stderr)
+    return rows
