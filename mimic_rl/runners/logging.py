@@ -176,7 +176,13 @@ def append_eval_history(path: Path, iteration: int, total_steps: int, evaluation
 def evaluated_iterations(path: Path) -> set[int]:
     """The iterations ``path`` (a run's ``evals.jsonl``) holds an evaluation of; empty when it does not exist. A line
     cut short by a killed process is not an evaluation."""
-    return {int(row["iteration"]) for row in read_jsonl(path) if isinstance(row, dict) and "iteration" in row}
+    done = set()
+    for row in read_jsonl(path):
+        try:
+            done.add(int(row["iteration"]))
+        except (KeyError, TypeError, ValueError):  # JSON, but not an evaluation's line
+            continue
+    return done
 
 
 def read_eval_history(path: Path) -> list[dict]:
