@@ -3,14 +3,18 @@
 ``choose_log_dir`` picks the folder of ``mimic-rl train`` / ``distill``: a fresh ``runs/<task>-<YYYYmmdd-HHMMSS>``
 when none is given; a given folder that holds a run already is refused unless the run is resumed (``--resume``) or
 replaced (``--overwrite``: ``remove_run`` deletes only the files a run writes, listed by ``run_files``).
+``read_jsonl`` and ``read_eval_history`` read a run's JSON-lines logs (``metrics.jsonl``, ``evals.jsonl``) for the
+runner's resume, ``mimic-rl plot`` and ``tools/``, without importing torch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -23,6 +27,8 @@ __all__ = [
     "holds_run",
     "latest_run",
     "new_run_dir",
+    "read_eval_history",
+    "read_jsonl",
     "remove_run",
     "run_files",
 ]
@@ -146,3 +152,31 @@ def discard_if_empty(folder: Path) -> None:
     """Remove ``folder`` (a run folder made by ``new_run_dir``) if a failed start left it empty."""
     with contextlib.suppress(OSError):
         folder.rmdir()
+
+
+def read_eval_history(path: Path) -> list[dict]:
+    """The evaluations in ``path`` (a run's ``evals.jsonl``), in order; an empty list when it has none yet.
+
+    A run resumed from a checkpoint older than its last evaluations evaluates that stretch again: an evaluation
+    replaces every earlier line of its iteration or later (those of the stretch the crash lost). A line that is not
+    JSON (one cut short by a killed process) is left out, and said on stderr."""
+    history: list[dict] = []
+    for entry in read_jsonl(path):
+        history = [e for e in history if e["iteration"] < entry["iteration"]] + [entry]
+    return history
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The JSON lines of ``path`` in order (none when it does not exist); blank lines are skipped, and a line that is
+    not JSON (one cut short by a killed process) is left out and said on stderr."""
+    if not path.exists():
+        return []
+    rows: list[dict] = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            print(f"{path}:{number}: not a JSON line (cut short?), left out", file=sys.stderr)
+    return rows

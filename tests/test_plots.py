@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import matplotlib.pyplot as plt
 
-from mimic_rl.plotting import plot_eval
+from mimic_rl.plotting import plot_eval, read_metrics
 from mimic_rl.plotting.tracking import SMOOTH, training_curves_figure
 
 
@@ -77,3 +79,12 @@ def test_eval_plots_name_the_clip_and_start_at_zero(tmp_path):
     assert "humanoid_walk" in per_body[0][0] and per_body[0][1][0] == 0
     assert over_time[0][0].startswith("humanoid_walk (2.6 s)") and over_time[0][1][0] == 0
     assert success[0][1][0] == 0
+
+
+def test_a_training_log_cut_short_by_a_killed_run_still_plots(tmp_path, capsys):
+    """Breakage caught: ``mimic-rl plot`` failing with a JSON error on the half-written last line a killed run
+    leaves in ``metrics.jsonl``; the whole lines are kept and the cut one is said."""
+    rows = _rows(3)
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + json.dumps(rows[0])[:25])
+    assert read_metrics(tmp_path) == rows
+    assert capsys.readouterr().err.strip() == f"{tmp_path / 'metrics.jsonl'}:4: not a JSON line (cut short?), left out"

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mimic_rl.runners.logging import read_jsonl
+from mimic_rl.run_dirs import read_jsonl
 
 COMPETITOR = """
 import sys, time, torch

@@ -24,7 +24,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mimic_rl.runners.logging import read_eval_history
+from mimic_rl.run_dirs import read_eval_history
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import Any
 
 from eval_history import read_history  # tools/eval_history.py
 
-from mimic_rl.runners.logging import read_jsonl
+from mimic_rl.run_dirs import read_jsonl
 
 QUALITY = (
     ("foot_slide_mm_s", "foot sliding mm/s", ".0f"),

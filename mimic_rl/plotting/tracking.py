@@ -6,7 +6,6 @@ every clip is played from its first frame), global MPJPE (world frame) and root-
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+
+from mimic_rl.run_dirs import read_jsonl
 
 __all__ = ["plot_eval", "plot_training_curves", "read_metrics", "training_curves_figure"]
 
@@ -33,13 +34,14 @@ SMOOTH = 10
 
 
 def read_metrics(path: str | Path) -> list[dict[str, float]]:
-    """Rows of a run's ``metrics.jsonl`` (a file or the run folder)."""
+    """Rows of a run's ``metrics.jsonl`` (a file or the run folder); a line cut short by a killed run is left out and
+    said on stderr (``read_jsonl``)."""
     path = Path(path)
     if path.is_dir():
         path = path / "metrics.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"training log {path} not found")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_jsonl(path)
 
 
 def plot_training_curves(

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from mimic_rl.run_dirs import read_jsonl
 
 __all__ = [
     "RSL_RL_2_TAGS",
@@ -21,8 +22,6 @@ __all__ = [
     "append_eval_history",
     "evaluated_iterations",
     "format_duration",
-    "read_eval_history",
-    "read_jsonl",
     "with_rsl_rl_tags",
 ]
 
@@ -183,31 +182,3 @@ def evaluated_iterations(path: Path) -> set[int]:
         except (KeyError, TypeError, ValueError):  # JSON, but not an evaluation's line
             continue
     return done
-
-
-def read_eval_history(path: Path) -> list[dict]:
-    """The evaluations in ``path`` (a run's ``evals.jsonl``), in order; an empty list when it has none yet.
-
-    A run resumed from a checkpoint older than its last evaluations evaluates that stretch again: an evaluation
-    replaces every earlier line of its iteration or later (those of the stretch the crash lost). A line that is not
-    JSON (one cut short by a killed process) is left out, and said on stderr."""
-    history: list[dict] = []
-    for entry in read_jsonl(path):
-        history = [e for e in history if e["iteration"] < entry["iteration"]] + [entry]
-    return history
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    """The JSON lines of ``path`` in order (none when it does not exist); blank lines are skipped, and a line that is
-    not JSON (one cut short by a killed process) is left out and said on stderr."""
-    if not path.exists():
-        return []
-    rows: list[dict] = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            print(f"{path}:{number}: not a JSON line (cut short?), left out", file=sys.stderr)
-    return rows
