@@ -67,3 +67,17 @@ def test_a_reader_that_stops_early_ends_it_quietly(data_dir):
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 1 and err == ""
+
+
+def test_each_clip_is_loaded_once_for_both_settings(data_dir, monkeypatch, capsys):
+    """Breakage caught: the tool loading (parsing, converting, checking the feet of) a clip once per setting, or a
+    clip passed loaded replayed differently from its path: the same numbers either way."""
+    path = str(data_dir / "motions/humanoid28/humanoid_walk.npz")
+    robot = humanoid28_config()
+    assert servo_lag(robot.load_clip(path), True, robot) == servo_lag(path, True, robot)
+    loads = []
+    original = type(robot).load_clip
+    monkeypatch.setattr(type(robot), "load_clip", lambda self, *a, **k: loads.append(a[0]) or original(self, *a, **k))
+    monkeypatch.setattr(sys, "argv", ["servo_lag.py", path, path])
+    main()
+    assert loads == [path, path] and len(capsys.readouterr().out.splitlines()) == 4

@@ -24,6 +24,7 @@ import numpy as np
 
 from mimic_rl.envs.mujoco.robots import RobotConfig, build_model, robot_config, servo_kv_over_kp
 from mimic_rl.errors import MimicRLError
+from mimic_rl.motion import MotionClip
 
 
 def _lerp(x: np.ndarray, fps: float, t: float) -> np.ndarray:
@@ -34,20 +35,21 @@ def _lerp(x: np.ndarray, fps: float, t: float) -> np.ndarray:
 
 
 def servo_lag(
-    path: str,
+    path: str | MotionClip,
     feedforward: bool,
     robot: RobotConfig | None = None,
     csv_fps: float | None = None,
     decimation: int = 4,
     window: float | None = None,
 ) -> dict:
-    """Open-loop replay of one clip on ``robot`` (humanoid28 when None); the lag statistics in rad, the leg servos'
-    saturated share, the number of physics ``steps`` replayed and, with ``window`` (s), ``windows``: ``(start s, legs'
-    mean lag, legs' worst lag, steps)`` per window of ``window / timestep`` steps (the last one shorter)."""
+    """Open-loop replay of one clip (a path, or a clip ``robot.load_clip`` loaded) on ``robot`` (humanoid28 when
+    None); the lag statistics in rad, the leg servos' saturated share, the number of physics ``steps`` replayed and,
+    with ``window`` (s), ``windows``: ``(start s, legs' mean lag, legs' worst lag, steps)`` per window of ``window /
+    timestep`` steps (the last one shorter)."""
     cfg = robot or robot_config("humanoid28")
     model, _, _ = build_model(cfg, sensors=False)
     model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
-    clip = cfg.load_clip(path, csv_fps)
+    clip = cfg.load_clip(path, csv_fps) if isinstance(path, (str, os.PathLike)) else path
     q, dq = np.asarray(clip.joint_pos, float), np.asarray(clip.joint_vel, float)
     root_pos, root_quat = np.asarray(clip.body_pos_w, float)[:, 0], np.asarray(clip.body_quat_w, float)[:, 0]
     joints = [int(model.actuator_trnid[a, 0]) for a in range(model.nu)]  # the clip's joints: the actuators' order
@@ -94,8 +96,9 @@ def main() -> None:
     try:  # a missing or malformed clip or MJCF, no MJCF for g1: one line
         robot = robot_config(args.robot, args.robot_mjcf)
         for path in args.clips:
+            clip = robot.load_clip(path, args.csv_fps)  # once for both settings
             for feedforward in (False, True):
-                r = servo_lag(path, feedforward, robot, args.csv_fps, window=args.window)
+                r = servo_lag(clip, feedforward, robot, window=args.window)
                 _print(path, feedforward, r, args.window)
         sys.stdout.flush()  # here, so that a closed pipe is caught below and not at exit
     except BrokenPipeError:  # the reader closed early (| head): stop quietly, as Python's docs advise
