@@ -24,6 +24,7 @@ __all__ = [
     "RUNS_ROOT",
     "choose_log_dir",
     "discard_if_empty",
+    "eval_lines",
     "holds_run",
     "latest_run",
     "new_run_dir",
@@ -159,11 +160,24 @@ def read_eval_history(path: Path) -> list[dict]:
 
     A run resumed from a checkpoint older than its last evaluations evaluates that stretch again: an evaluation
     replaces every earlier line of its iteration or later (those of the stretch the crash lost). A line that is not
-    JSON (one cut short by a killed process) is left out, and said on stderr."""
+    JSON (one cut short by a killed process) is left out, and said on stderr; a JSON line without a numeric
+    ``iteration`` is not an evaluation's, and is skipped."""
     history: list[dict] = []
-    for entry in read_jsonl(path):
+    for entry in eval_lines(path):
         history = [e for e in history if e["iteration"] < entry["iteration"]] + [entry]
     return history
+
+
+def eval_lines(path: Path) -> list[dict]:
+    """The evaluations' lines of ``path`` (``read_jsonl``) as written, with ``iteration`` an int; a JSON line without
+    a numeric ``iteration`` is skipped."""
+    rows = []
+    for row in read_jsonl(path):
+        try:
+            rows.append({**row, "iteration": int(row["iteration"])})
+        except (KeyError, TypeError, ValueError):  # JSON, but not an evaluation's line
+            continue
+    return rows
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -103,6 +103,15 @@ def test_a_line_cut_short_by_a_killed_run_is_left_out_and_said(tmp_path, capsys)
     assert evaluated_iterations(run / "evals.jsonl") == {50, 100}
 
 
+def test_a_json_line_that_is_not_an_evaluation_is_skipped_by_the_tools_and_the_runner_alike(tmp_path):
+    """Breakage caught: the tools stopping with a KeyError traceback on a JSON line without a numeric iteration, which
+    the runner's resume skips."""
+    run = tmp_path / "run"
+    _write(run, [_entry(50, (0.0, 0.0)), {"note": "x"}, {"iteration": None}, _entry(100, (1.0, 1.0))])
+    assert [e["iteration"] for e in eval_history.read_history(run)] == [50, 100]
+    assert evaluated_iterations(run / "evals.jsonl") == {50, 100}
+
+
 def test_a_folder_without_evaluations_is_one_line_and_exit_code_2(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert eval_history.main([str(tmp_path / "empty")]) == 2

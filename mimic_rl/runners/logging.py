@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mimic_rl.run_dirs import read_jsonl
+from mimic_rl.run_dirs import eval_lines
 
 __all__ = [
     "RSL_RL_2_TAGS",
@@ -175,10 +175,4 @@ def append_eval_history(path: Path, iteration: int, total_steps: int, evaluation
 def evaluated_iterations(path: Path) -> set[int]:
     """The iterations ``path`` (a run's ``evals.jsonl``) holds an evaluation of; empty when it does not exist. A line
     cut short by a killed process is not an evaluation."""
-    done = set()
-    for row in read_jsonl(path):
-        try:
-            done.add(int(row["iteration"]))
-        except (KeyError, TypeError, ValueError):  # JSON, but not an evaluation's line
-            continue
-    return done
+    return {row["iteration"] for row in eval_lines(path)}
